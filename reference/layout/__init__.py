@@ -1,0 +1,28 @@
+"""Pure layout planning: parameter descriptions in, offsets out, no storage allocated."""
+
+from .planner import (
+    BufferLayout,
+    LayoutConfig,
+    ModelLayout,
+    ParamSpec,
+    default_bucket_size,
+    plan_buffer,
+    plan_layout,
+    shard_numel,
+)
+from .policies import POLICIES, PaddingPolicy, get_policy, pad
+
+__all__ = [
+    "BufferLayout",
+    "LayoutConfig",
+    "ModelLayout",
+    "POLICIES",
+    "PaddingPolicy",
+    "ParamSpec",
+    "default_bucket_size",
+    "get_policy",
+    "pad",
+    "plan_buffer",
+    "plan_layout",
+    "shard_numel",
+]

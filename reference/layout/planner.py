@@ -1,0 +1,236 @@
+"""The pure layout planner: where every param and bucket sits, without allocating.
+
+It works from parameter descriptions alone, so it plans meta-tensor models and
+models far too large for this machine. The rules are upstream Megatron's
+(FACTS section 1); allocation lives in ``reference.buffer``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import torch
+
+from .policies import PaddingPolicy, get_policy, pad
+
+DEFAULT_MIN_BUCKET_SIZE = 40_000_000  # elements, upstream's default floor
+DEFAULT_BUCKET_SIZE_PER_RANK = 1_000_000  # elements per dp rank
+
+
+def default_bucket_size(dp: int) -> int:
+    """Upstream's default bucket size in elements: ``max(40M, 1M * dp)``."""
+    return max(DEFAULT_MIN_BUCKET_SIZE, DEFAULT_BUCKET_SIZE_PER_RANK * dp)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """What the planner needs to know of one parameter."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    shared_embedding: bool = False
+    requires_grad: bool = True
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @classmethod
+    def from_parameter(cls, name: str, param: torch.Tensor) -> "ParamSpec":
+        return cls(
+            name=name,
+            shape=tuple(param.shape),
+            dtype=param.dtype,
+            shared_embedding=bool(getattr(param, "shared_embedding", False)),
+            requires_grad=param.requires_grad,
+        )
+
+
+@dataclass(frozen=True)
+class LayoutConfig:
+    """How to plan: data-parallel size, padding policy, bucket size in elements.
+
+    ``bucket_size=None`` means one bucket per buffer (upstream's meaning at the
+    buffer level); use ``default_bucket_size(dp)`` for upstream's default.
+    """
+
+    dp: int = 1
+    policy: str = "packed"
+    bucket_size: int | None = None
+    grad_reduce_in_fp32: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dp, int) or isinstance(self.dp, bool) or self.dp < 1:
+            raise ValueError(f"dp: got {self.dp!r}, but should be an integer >= 1")
+        if self.bucket_size is not None and (
+            not isinstance(self.bucket_size, int)
+            or isinstance(self.bucket_size, bool)
+            or self.bucket_size <= 0
+        ):
+            raise ValueError(
+                f"bucket_size: got {self.bucket_size!r}, but should be a positive number of "
+                "elements, or None for one bucket per buffer"
+            )
+        get_policy(self.policy)
+
+    @property
+    def padding(self) -> PaddingPolicy:
+        return get_policy(self.policy)
+
+
+@dataclass(frozen=True)
+class BufferLayout:
+    """One contiguous buffer: params of one (param dtype, grad dtype), cut into buckets.
+
+    ``param_index_map`` maps a param name to ``(start, end, bucket_id)`` in
+    elements; ``numel_unpadded`` counts everything but end-of-bucket padding
+    (so it includes the 64-element gaps between params), as upstream does.
+    """
+
+    param_dtype: torch.dtype
+    grad_dtype: torch.dtype
+    dp: int
+    policy: str
+    bucket_size: int | None
+    params: tuple[ParamSpec, ...]
+    param_index_map: Mapping[str, tuple[int, int, int]]
+    bucket_indices: tuple[tuple[int, int], ...]
+    per_bucket_numel_unpadded: tuple[int, ...]
+    numel: int = field(init=False)
+    numel_unpadded: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numel", self.bucket_indices[-1][1])
+        object.__setattr__(self, "numel_unpadded", sum(self.per_bucket_numel_unpadded))
+
+    @property
+    def num_buckets(self) -> int:
+        return len(self.bucket_indices)
+
+    def bucket_param_names(self, bucket_id: int) -> list[str]:
+        """Names of the bucket's params in layout order (reverse of parameters())."""
+        placed = [(s, n) for n, (s, _, b) in self.param_index_map.items() if b == bucket_id]
+        return [n for _, n in sorted(placed)]
+
+    def shard_size(self, bucket_id: int) -> int:
+        """Elements each rank owns of this bucket under the distributed optimizer."""
+        start, end = self.bucket_indices[bucket_id]
+        return shard_numel(end - start, self.dp)
+
+    def owned_range(self, bucket_id: int, rank: int) -> tuple[int, int]:
+        """Buffer range ``[start, end)`` that ``rank`` owns of this bucket."""
+        if not 0 <= rank < self.dp:
+            raise ValueError(f"rank: got {rank!r}, but should be in [0, {self.dp})")
+        start, _ = self.bucket_indices[bucket_id]
+        size = self.shard_size(bucket_id)
+        return start + rank * size, start + (rank + 1) * size
+
+
+def shard_numel(numel: int, parts: int) -> int:
+    """Size of one of ``parts`` equal shards of ``numel`` elements, or a clear error."""
+    if parts < 1 or numel % parts:
+        raise ValueError(
+            f"shard count: got {parts} for a buffer of {numel} elements, but should be a "
+            f"positive divisor of {numel} (pad the buffer with a distributed-optimizer policy)"
+        )
+    return numel // parts
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """Every buffer of a model, in the order their dtype pair first appears."""
+
+    config: LayoutConfig
+    buffers: tuple[BufferLayout, ...]
+
+    def buffer_of(self, name: str) -> BufferLayout:
+        for buf in self.buffers:
+            if name in buf.param_index_map:
+                return buf
+        raise KeyError(f"param {name!r} is in no buffer")
+
+
+def plan_layout(params: Iterable[ParamSpec], config: LayoutConfig) -> ModelLayout:
+    """Plan every buffer for ``params`` (in ``model.parameters()`` order)."""
+    specs = _checked(params)
+    groups: dict[tuple[torch.dtype, torch.dtype], list[ParamSpec]] = {}
+    for spec in specs:
+        grad_dtype = torch.float32 if config.grad_reduce_in_fp32 else spec.dtype
+        groups.setdefault((spec.dtype, grad_dtype), []).append(spec)
+    buffers = tuple(
+        plan_buffer(group, config, param_dtype, grad_dtype)
+        for (param_dtype, grad_dtype), group in groups.items()
+    )
+    return ModelLayout(config=config, buffers=buffers)
+
+
+def plan_buffer(
+    params: Sequence[ParamSpec],
+    config: LayoutConfig,
+    param_dtype: torch.dtype,
+    grad_dtype: torch.dtype,
+) -> BufferLayout:
+    """Lay one dtype group out: reverse order, padded starts, closed and padded buckets."""
+    policy = config.padding
+    divisor = policy.bucket_divisor(config.dp)
+    isolate_shared = policy.distributed_optimizer  # upstream isolates only then
+    index_map: dict[str, tuple[int, int, int]] = {}
+    bucket_indices: list[tuple[int, int]] = []
+    unpadded: list[int] = []
+    bucket_start = 0
+    open_params = 0
+    start = end = 0
+
+    def close(param_end: int) -> int:
+        nonlocal bucket_start, open_params
+        unpadded.append(param_end - bucket_start)
+        bucket_end = pad(param_end, divisor)
+        bucket_indices.append((bucket_start, bucket_end))
+        bucket_start, open_params = bucket_end, 0
+        return bucket_end
+
+    for spec in reversed(params):
+        start = pad(start, policy.param_alignment)
+        alone = isolate_shared and spec.shared_embedding
+        if alone and open_params:
+            start = close(start)
+        end = start + spec.numel
+        index_map[spec.name] = (start, end, len(bucket_indices))
+        open_params += 1
+        full = config.bucket_size is not None and end - bucket_start >= config.bucket_size
+        start = close(end) if full or alone else end
+    if open_params:
+        close(end)
+    return BufferLayout(
+        param_dtype=param_dtype,
+        grad_dtype=grad_dtype,
+        dp=config.dp,
+        policy=policy.name,
+        bucket_size=config.bucket_size,
+        params=tuple(params),
+        param_index_map=index_map,
+        bucket_indices=tuple(bucket_indices),
+        per_bucket_numel_unpadded=tuple(unpadded),
+    )
+
+
+def _checked(params: Iterable[ParamSpec]) -> list[ParamSpec]:
+    specs = list(params)
+    if not specs:
+        raise ValueError("params: got an empty list, but should hold at least one parameter")
+    seen: set[str] = set()
+    for spec in specs:
+        if not spec.requires_grad:
+            raise ValueError(
+                f"params: got frozen parameter {spec.name!r} (requires_grad=False), but should "
+                "hold only trainable parameters; leave frozen ones out of the buffer"
+            )
+        if spec.name in seen:
+            raise ValueError(f"params: got the name {spec.name!r} twice, but names should be unique")
+        if any(d < 0 for d in spec.shape):
+            raise ValueError(f"params: {spec.name!r} has shape {spec.shape}, but sizes should be >= 0")
+        seen.add(spec.name)
+    return specs

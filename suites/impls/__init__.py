@@ -1,0 +1,46 @@
+"""Finding the implementation under test by a registered name or a module path."""
+
+from __future__ import annotations
+
+import importlib
+
+from .protocol import CAPABILITIES, Implementation
+
+REGISTRY: dict[str, str] = {
+    "reference": "suites.impls.reference",
+    "megatron": "suites.impls.megatron_core",
+}
+
+
+def load_implementation(spec: str) -> Implementation:
+    """``spec`` is a registered name, ``package.module`` or ``package.module:attribute``.
+
+    A module path must expose an object named ``implementation`` (or the named
+    attribute) following ``suites.impls.protocol.Implementation``.
+    """
+    module_name, _, attribute = REGISTRY.get(spec, spec).partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"--impl: got {spec!r}, but should be one of {', '.join(REGISTRY)} or an importable "
+            f"module path ({exc})"
+        ) from exc
+    impl = getattr(module, attribute or "implementation", None)
+    missing = [
+        a
+        for a in ("name", "version", "capabilities", "unavailable", "unsupported", "plan", "build")
+        if not hasattr(impl, a)
+    ]
+    if impl is None or missing:
+        raise ValueError(
+            f"--impl: {module_name}.{attribute or 'implementation'} is {impl!r}, but should be an "
+            f"object following suites.impls.protocol.Implementation (missing: {', '.join(missing)})"
+        )
+    unknown = set(impl.capabilities) - set(CAPABILITIES)
+    if unknown:
+        raise ValueError(
+            f"{impl.name}.capabilities: got unknown levels {sorted(unknown)}, but should be drawn "
+            f"from {', '.join(CAPABILITIES)}"
+        )
+    return impl

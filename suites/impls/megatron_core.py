@@ -1,0 +1,174 @@
+"""Adapter for megatron-core's ``_ParamAndGradBuffer`` (the optional ``megatron`` extra).
+
+megatron-core 0.16.1 (what pip resolves on Python 3.11) computes the layout
+inside ``_ParamAndGradBuffer.__init__`` and allocates on
+``torch.cuda.current_device()``. On a machine without CUDA we build it with
+``current_device`` patched to the device we want ("meta" for planning, so
+nothing is allocated) and its per-stage logging helper patched out; a fake
+group that answers ``size()`` and ``rank()`` stands in for the data-parallel
+group, so any dp can be planned in one process.
+
+Real differences from the reference, recorded rather than hidden:
+
+* upstream groups params by dtype in its DDP wrapper, not in the buffer; this
+  adapter groups them the same way ((param dtype, grad dtype) in first-seen
+  order), so the dtype-grouping test would test the adapter and is skipped in
+  ``fixtures/expectations/megatron.toml``;
+* it fills its shard cache only inside ``start_grad_sync`` and
+  ``start_param_sync``, which issue collectives, so this adapter does not
+  claim the ``shards`` level here;
+* it validates with bare ``assert`` statements, so it does not claim the
+  ``validation`` level;
+* there is no ``shard-aligned`` policy upstream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import logging
+from types import SimpleNamespace
+from typing import Iterator
+from unittest import mock
+
+import torch
+
+from reference.layout import LayoutConfig
+
+from .protocol import NamedParams
+
+POLICY_FLAGS = {  # policy -> (use_distributed_optimizer, pad_buckets_for_high_nccl_busbw)
+    "packed": (False, False),
+    "padded": (True, False),
+    "high-busbw": (True, True),
+}
+
+
+class FakeGroup:
+    """Answers the two questions megatron's buffer asks of its process group."""
+
+    def __init__(self, size: int, rank: int = 0) -> None:
+        self._size, self._rank = size, rank
+
+    def size(self) -> int:
+        return self._size
+
+    def rank(self) -> int:
+        return self._rank
+
+
+class MegatronBuffer:
+    """A built ``_ParamAndGradBuffer`` with the names the suites use."""
+
+    def __init__(self, buffer, names: dict) -> None:
+        self.raw = buffer
+        self.grad_data = buffer.grad_data
+        self.param_data = buffer.param_data
+        self.buckets = buffer.buckets
+        self.params = {names[p]: p for p in buffer.params}
+        self.layout = SimpleNamespace(
+            param_dtype=buffer.param_dtype,
+            grad_dtype=buffer.grad_dtype,
+            numel=buffer.numel,
+            numel_unpadded=buffer.numel_unpadded,
+            bucket_indices=list(buffer.bucket_indices),
+            per_bucket_numel_unpadded=[b.numel_unpadded for b in buffer.buckets],
+            param_index_map={names[p]: tuple(v) for p, v in buffer.param_index_map.items()},
+        )
+
+
+class MegatronCoreImplementation:
+    name = "megatron"
+    capabilities = frozenset({"layout", "buffer"})
+
+    def __init__(self) -> None:
+        try:
+            self.version = importlib.metadata.version("megatron-core")
+            with _quiet():
+                from megatron.core.distributed import param_and_grad_buffer as pgb
+                from megatron.core.distributed.distributed_data_parallel_config import (
+                    DistributedDataParallelConfig,
+                )
+        except Exception as exc:  # not installed, or broken against this torch
+            self.version = "not installed"
+            self.unavailable = (
+                f"megatron-core cannot be imported ({type(exc).__name__}: {exc}); "
+                "install it with `pip install -e .[megatron]`"
+            )
+            return
+        self.unavailable = None
+        self._pgb = pgb
+        self._config_cls = DistributedDataParallelConfig
+
+    def unsupported(self, config: LayoutConfig) -> str | None:
+        if config.policy not in POLICY_FLAGS:
+            return f"megatron-core has no {config.policy!r} padding policy"
+        return None
+
+    def plan(self, named_params: NamedParams, config: LayoutConfig):
+        return [b.layout for b in self._buffers(named_params, config, "meta")]
+
+    def build(self, named_params: NamedParams, config: LayoutConfig, device="cpu"):
+        return self._buffers(named_params, config, device)
+
+    def _buffers(self, named_params: NamedParams, config: LayoutConfig, device) -> list:
+        distributed, high_busbw = POLICY_FLAGS[config.policy]
+        ddp_config = self._config_cls(
+            use_distributed_optimizer=distributed,
+            pad_buckets_for_high_nccl_busbw=high_busbw,
+            grad_reduce_in_fp32=config.grad_reduce_in_fp32,
+            bucket_size=config.bucket_size,
+        )
+        names, groups = {}, {}
+        for name, param in named_params:
+            if device == "meta" and param.device.type != "meta":
+                param = torch.nn.Parameter(torch.empty_like(param, device="meta"))
+            names[param] = name
+            grad_dtype = torch.float32 if config.grad_reduce_in_fp32 else param.dtype
+            groups.setdefault((param.dtype, grad_dtype), []).append(param)
+        group = FakeGroup(config.dp)
+        buffers = []
+        with _on_device(self._pgb, device):
+            for (param_dtype, grad_dtype), params in groups.items():
+                raw = self._pgb._ParamAndGradBuffer(
+                    ddp_config,
+                    param_dtype,
+                    grad_dtype,
+                    params,
+                    data_parallel_group=group,
+                    bucket_size=config.bucket_size,
+                    param_to_name=names,
+                    gradient_scaling_factor=1.0 / config.dp,
+                    param_indices=list(range(len(params))),
+                    nccl_ub=False,
+                    pg_collection=SimpleNamespace(tp=FakeGroup(1), dp_cp=group),
+                )
+                buffers.append(MegatronBuffer(raw, names))
+        return buffers
+
+
+@contextlib.contextmanager
+def _on_device(pgb, device) -> Iterator[None]:
+    """Make megatron allocate on ``device`` and skip its distributed logging."""
+    with (
+        mock.patch.object(torch.cuda, "current_device", lambda: device),
+        mock.patch.object(pgb, "log_on_each_pipeline_stage", lambda *a, **k: None),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """megatron warns at import that Apex/TE are missing; that is expected here."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(logging.NOTSET)
+
+
+implementation = MegatronCoreImplementation()

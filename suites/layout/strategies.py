@@ -1,0 +1,75 @@
+"""Hypothesis strategies for the layout suite: models, data-parallel sizes, bucket sizes.
+
+Kept apart from the assertion helpers so a failing example reads as data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from hypothesis import strategies as st
+
+from reference.layout import LayoutConfig, ParamSpec
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+shapes = st.one_of(
+    st.tuples(st.integers(1, 5000)),
+    st.tuples(st.integers(1, 96), st.integers(1, 96)),
+    st.tuples(st.integers(1, 12), st.integers(1, 12), st.integers(1, 12)),
+)
+
+# Small dp values, the powers of two real jobs use, and anything up to 1024.
+dps = st.one_of(
+    st.integers(1, 16),
+    st.sampled_from([32, 64, 96, 128, 256, 512, 1000, 1024]),
+    st.integers(1, 1024),
+)
+
+bucket_sizes = st.one_of(st.none(), st.integers(1, 200), st.integers(1, 60_000))
+
+
+@st.composite
+def models(draw, max_params: int = 12, dtypes=DTYPES, shared: bool = True) -> list[ParamSpec]:
+    """A model's trainable params in ``parameters()`` order, maybe with shared embeddings."""
+    n = draw(st.integers(1, max_params))
+    dtype_choice = st.sampled_from(dtypes)
+    flags = st.booleans() if shared else st.just(False)
+    # At most two shared embeddings (input and output side), like a tied model.
+    shared_at = set(draw(st.lists(st.integers(0, n - 1), max_size=2))) if draw(flags) else set()
+    return [
+        ParamSpec(
+            name=f"p{i}",
+            shape=draw(shapes),
+            dtype=draw(dtype_choice),
+            shared_embedding=i in shared_at,
+        )
+        for i in range(n)
+    ]
+
+
+def single_dtype_models(max_params: int = 12):
+    return models(max_params=max_params, dtypes=(torch.float32,))
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything of a ``LayoutConfig`` but the policy, which tests get from a fixture."""
+
+    dp: int
+    bucket_size: int | None
+    grad_reduce_in_fp32: bool
+
+    def config(self, policy: str) -> LayoutConfig:
+        return LayoutConfig(
+            dp=self.dp,
+            policy=policy,
+            bucket_size=self.bucket_size,
+            grad_reduce_in_fp32=self.grad_reduce_in_fp32,
+        )
+
+
+def setups(max_dp: int | None = None):
+    dp = dps if max_dp is None else st.integers(1, max_dp)
+    return st.builds(Setup, dp=dp, bucket_size=bucket_sizes, grad_reduce_in_fp32=st.booleans())

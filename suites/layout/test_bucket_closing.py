@@ -1,0 +1,64 @@
+"""Property 5: the bucket closing rule, and shared embeddings alone in their bucket."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+
+from suites.params import plan_specs
+
+from .assertions import check, check_equal, is_distributed
+from .strategies import models, setups
+
+pytestmark = pytest.mark.requires("layout")
+
+
+def _bucket_members(buf):
+    members = [[] for _ in buf.bucket_indices]
+    for name, (start, end, bucket) in buf.param_index_map.items():
+        members[bucket].append((start, end, name))
+    return [sorted(m) for m in members]
+
+
+@given(model=models(), setup=setups())
+def test_buckets_close_exactly_when_full(impl, policy, model, setup):
+    shared = {s.name for s in model if s.shared_embedding} if is_distributed(policy) else set()
+    size = setup.bucket_size
+    for buf in plan_specs(impl, model, setup.config(policy)):
+        members = _bucket_members(buf)
+        for i, params in enumerate(members):
+            check(params, f"params in bucket {i}", [], "at least one (no empty buckets)")
+            lo = buf.bucket_indices[i][0]
+            for start, end, name in params[:-1]:  # every param but the bucket's last
+                check(size is None or end - lo < size, f"bucket {i} after {name}", end - lo,
+                      f"< bucket_size {size}: the bucket should have closed after {name}")
+                check(name not in shared, f"bucket {i} after shared embedding {name}", "open",
+                      "closed: a shared embedding sits alone")
+            if i == len(members) - 1:
+                continue
+            last_end, last_name = params[-1][1], params[-1][2]
+            closed_by_shared = last_name in shared or members[i + 1][0][2] in shared
+            check(closed_by_shared or (size is not None and last_end - lo >= size),
+                  f"bucket {i} unpadded size", last_end - lo,
+                  f">= bucket_size {size}, or closed by a shared embedding")
+
+
+@given(model=models(), setup=setups())
+def test_shared_embedding_sits_alone(impl, policy, model, setup):
+    if not is_distributed(policy):
+        pytest.skip("upstream isolates shared embeddings only under the distributed optimizer")
+    shared = {s.name for s in model if s.shared_embedding}
+    for buf in plan_specs(impl, model, setup.config(policy)):
+        members = _bucket_members(buf)
+        for name in shared & set(buf.param_index_map):
+            bucket = buf.param_index_map[name][2]
+            check_equal([n for _, _, n in members[bucket]], [name], f"params of {name}'s bucket")
+
+
+@given(model=models(), setup=setups())
+def test_packed_ignores_shared_embedding_flag(impl, model, setup):
+    config = setup.config("packed")
+    plain = [dataclasses.replace(s, shared_embedding=False) for s in model]
+    for got, want in zip(plan_specs(impl, model, config), plan_specs(impl, plain, config)):
+        check_equal(list(got.bucket_indices), list(want.bucket_indices),
+                    "packed bucket bounds with vs without shared_embedding flags")

@@ -1,0 +1,44 @@
+"""Differential check: the implementation under test plans exactly what megatron-core plans."""
+
+import pytest
+from hypothesis import given
+
+from suites.impls.megatron_core import implementation as megatron
+from suites.params import plan_specs
+
+from .assertions import check_equal
+from .strategies import models, setups
+
+pytestmark = pytest.mark.requires("layout")
+
+
+def _fields(buf):
+    return {
+        "dtypes": (buf.param_dtype, buf.grad_dtype),
+        "numel": buf.numel,
+        "numel_unpadded": buf.numel_unpadded,
+        "bucket_indices": [tuple(b) for b in buf.bucket_indices],
+        "per_bucket_numel_unpadded": list(buf.per_bucket_numel_unpadded),
+        "param_index_map": {n: tuple(v) for n, v in buf.param_index_map.items()},
+    }
+
+
+@pytest.fixture(scope="module")
+def peer(impl):
+    if megatron.unavailable:
+        pytest.skip(megatron.unavailable)
+    if impl.name == megatron.name:
+        pytest.skip("the implementation under test is the peer itself")
+    return megatron
+
+
+@given(model=models(), setup=setups())
+def test_same_layout_as_megatron_core(impl, peer, policy, model, setup):
+    config = setup.config(policy)
+    if peer.unsupported(config):
+        pytest.skip(peer.unsupported(config))
+    ours, theirs = plan_specs(impl, model, config), plan_specs(peer, model, config)
+    check_equal(len(ours), len(theirs), "number of buffers")
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        for field, value in _fields(a).items():
+            check_equal(value, _fields(b)[field], f"buffer {i} {field} (vs megatron-core)")
