@@ -17,11 +17,15 @@ do not silently pile up.
 from __future__ import annotations
 
 import fnmatch
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "expectations"
+EXPECTATIONS_DIR = Path(
+    os.environ.get("DDPC_EXPECTATIONS_DIR")
+    or Path(__file__).resolve().parent.parent / "fixtures" / "expectations"
+)
 
 
 @dataclass(frozen=True)

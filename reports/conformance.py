@@ -1,0 +1,79 @@
+"""Run a suite against one implementation in a child pytest and summarise its JUnit XML.
+
+A child process per run keeps implementations from sharing imported state,
+and the same command works under torchrun later.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    impl: str
+    header: str = ""
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    xfailed: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    exit_code: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code in (0, 5) and not self.failed and not self.errors
+
+
+def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, quiet: bool = True) -> SuiteResult:
+    """``pytest <suite> --impl <impl>`` in a child process; outcomes read back from JUnit XML."""
+    with tempfile.TemporaryDirectory() as tmp:
+        xml_path = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", suite, f"--impl={impl}", f"--junitxml={xml_path}",
+               "-p", "no:cacheprovider", "-q", *(extra_args or [])]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=os.environ.copy())
+        result = SuiteResult(suite=suite, impl=impl, exit_code=proc.returncode)
+        result.header = _header_line(proc.stdout)
+        if xml_path.exists():
+            _read_junit(xml_path, result)
+        elif proc.returncode not in (0, 5):
+            result.errors += 1
+            result.failures.append(f"pytest exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    return result
+
+
+def _header_line(stdout: str) -> str:
+    for line in stdout.splitlines():
+        if line.startswith("implementation under test:"):
+            return line.removeprefix("implementation under test:").strip()
+    return ""
+
+
+def _read_junit(path: Path, result: SuiteResult) -> None:
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        result.seconds += float(case.get("time", 0))
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome = "passed"
+        for child in case:
+            if child.tag == "skipped":
+                outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+                if outcome == "skipped":
+                    reason = (child.get("message") or "").removeprefix("Skipped: ")
+                    result.skip_reasons[reason] = result.skip_reasons.get(reason, 0) + 1
+            elif child.tag in ("failure", "error"):
+                outcome = "failed" if child.tag == "failure" else "errors"
+                result.failures.append(f"{name}: {(child.get('message') or '')[:300]}")
+        setattr(result, outcome, getattr(result, outcome) + 1)

@@ -1,0 +1,104 @@
+"""Padding overhead of real models under each policy, beside the seed's claimed figures.
+
+The seed's "Typical Overhead" table (seed 000) gives figures without a
+derivation; this recomputes them from real shapes with the planner, at the
+seed's bucket size of 40,000,000 elements (the seed writes "40MB"; upstream
+counts elements, see docs/errata.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Sequence
+
+from reference.layout import LayoutConfig, POLICIES, plan_layout
+from reference.layout.catalog import model_specs
+from reference.layout.policies import HIGH_BUSBW_ALIGNMENT
+
+SEED_BUCKET_SIZE = 40_000_000
+BYTES_PER_ELEMENT = 2  # the seed's buffers are bf16
+DPS = (8, 32, 64, 128)
+MODELS = ("llama2-7b", "llama2-70b", "gpt3-175b", "palm-540b")
+# Seed 000, "Typical Overhead": (model, dp) -> (avg overhead per bucket, total overhead).
+SEED_CLAIMS = {
+    ("llama2-7b", 8): ("0.01%", "4KB"),
+    ("llama2-70b", 32): ("0.8%", "160KB"),
+    ("gpt3-175b", 64): ("2.5%", "1.2MB"),
+    ("palm-540b", 128): ("4.2%", "4.5MB"),
+}
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def overhead_row(model: str, dp: int, policy: str, bucket_size: int = SEED_BUCKET_SIZE) -> dict:
+    specs = model_specs(model)
+    layout = plan_layout(specs, LayoutConfig(dp=dp, policy=policy, bucket_size=bucket_size))
+    raw = sum(s.numel for s in specs)
+    numel = sum(b.numel for b in layout.buffers)
+    end_pcts, aligned, buckets = [], 0, 0
+    for buf in layout.buffers:
+        for (lo, hi), unpadded in zip(buf.bucket_indices, buf.per_bucket_numel_unpadded):
+            buckets += 1
+            end_pcts.append(100.0 * (hi - lo - unpadded) / unpadded)
+            aligned += (hi - lo) % dp == 0 and ((hi - lo) // dp) % HIGH_BUSBW_ALIGNMENT == 0
+    claim = SEED_CLAIMS.get((model, dp))
+    return {
+        "model": model,
+        "dp": dp,
+        "policy": policy,
+        "buckets": buckets,
+        "padding_elements": numel - raw,
+        "padding_pct": 100.0 * (numel - raw) / raw,
+        "avg_bucket_end_padding_pct": sum(end_pcts) / len(end_pcts),
+        "padding_bytes_bf16": (numel - raw) * BYTES_PER_ELEMENT,
+        "shards_2**16_aligned": f"{aligned}/{buckets}" if POLICIES[policy].distributed_optimizer else "n/a",
+        "seed_claim_avg_per_bucket": claim[0] if claim else "",
+        "seed_claim_total": claim[1] if claim else "",
+    }
+
+
+def overhead_table(models: Sequence[str] = MODELS, dps: Sequence[int] = DPS,
+                   policies: Sequence[str] = tuple(POLICIES)) -> list[dict]:
+    return [overhead_row(m, dp, p) for m in models for dp in dps for p in policies]
+
+
+def render_markdown(rows: list[dict]) -> str:
+    from tabulate import tabulate
+
+    shown = [
+        {
+            "model": r["model"], "dp": r["dp"], "policy": r["policy"], "buckets": r["buckets"],
+            "padding (elements)": f"{r['padding_elements']:,}",
+            "padding %": f"{r['padding_pct']:.4f}",
+            "avg end pad / bucket %": f"{r['avg_bucket_end_padding_pct']:.4f}",
+            "padding (bf16)": human_bytes(r["padding_bytes_bf16"]),
+            "shards % 2**16 == 0": r["shards_2**16_aligned"],
+            "seed claims (avg, total)": ", ".join(x for x in (r["seed_claim_avg_per_bucket"], r["seed_claim_total"]) if x),
+        }
+        for r in rows
+    ]
+    return tabulate(shown, headers="keys", tablefmt="github")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.overhead", description=__doc__)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--seed-rows-only", action="store_true",
+                        help="only the (model, dp) pairs the seed's table lists")
+    args = parser.parse_args(argv)
+    rows = overhead_table()
+    if args.seed_rows_only:
+        rows = [r for r in rows if (r["model"], r["dp"]) in SEED_CLAIMS]
+    print(json.dumps(rows, indent=2) if args.json else render_markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

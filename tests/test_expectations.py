@@ -1,0 +1,33 @@
+"""Per-implementation skip/xfail lists: applied by node id, stale entries warned about."""
+
+import pytest
+
+from suites.expectations import Expectation, load_expectations
+
+from .pytest_run import run_pytest
+
+TARGET = "suites/layout/test_golden.py::test_seed_example_1_needs_no_padding"
+
+
+def test_entries_match_exact_ids_parametrized_ids_and_patterns():
+    assert Expectation("skip", TARGET, "r").matches(TARGET)
+    assert Expectation("skip", "suites/x.py::test_a", "r").matches("suites/x.py::test_a[padded]")
+    assert Expectation("skip", "suites/x.py::test_*", "r").matches("suites/x.py::test_b")
+    assert not Expectation("skip", "suites/x.py::test_a", "r").matches("suites/x.py::test_ab")
+
+
+def test_entry_without_reason_is_an_error(tmp_path):
+    (tmp_path / "x.toml").write_text('[[skip]]\ntest = "a"\n')
+    with pytest.raises(ValueError, match=r"skip\[0\] .* should have a non-empty 'test' and 'reason'"):
+        load_expectations("x", tmp_path)
+
+
+def test_skip_applies_and_stale_entry_warns(tmp_path):
+    (tmp_path / "reference.toml").write_text(
+        f'[[skip]]\ntest = "{TARGET}"\nreason = "deliberately skipped"\n\n'
+        '[[xfail]]\ntest = "suites/layout/test_golden.py::test_gone"\nreason = "stale"\n'
+    )
+    proc = run_pytest("suites/layout/test_golden.py", "-k", "seed_example_1",
+                      env={"DDPC_EXPECTATIONS_DIR": str(tmp_path)})
+    assert "1 skipped" in proc.stdout and "deliberately skipped" in proc.stdout, proc.stdout[-1500:]
+    assert "test_gone' for reference matches no collected test" in proc.stdout, proc.stdout[-1500:]

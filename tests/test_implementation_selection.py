@@ -1,0 +1,50 @@
+"""Selecting the implementation under test: registry, module paths, capability skips, header."""
+
+import pytest
+
+from suites.impls import REGISTRY, load_implementation
+
+from .pytest_run import run_pytest
+
+
+def test_registered_names_load():
+    for name in REGISTRY:
+        assert load_implementation(name).name == name
+
+
+def test_unknown_name_lists_the_valid_ones():
+    with pytest.raises(ValueError) as info:
+        load_implementation("no_such_impl_anywhere")
+    message = str(info.value)
+    assert "--impl: got 'no_such_impl_anywhere'" in message and "reference" in message, message
+
+
+def test_module_without_implementation_object_is_rejected():
+    with pytest.raises(ValueError, match="should be an object following"):
+        load_implementation("tests.pytest_run")
+
+
+def test_report_header_names_the_implementation():
+    proc = run_pytest("suites/layout/test_golden.py", "-k", "seed_example_1", "--impl", "reference")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "implementation under test: reference 0.1.0" in proc.stdout, proc.stdout[:1000]
+
+
+def test_unavailable_implementation_skips_everything_with_its_reason():
+    proc = run_pytest("suites/layout/test_golden.py", "--impl", "tests.fakes.unavailable")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert " passed" not in proc.stdout, f"got passes: {proc.stdout[-500:]}, but should be all skipped"
+    assert "the fake peer library is not installed" in proc.stdout, proc.stdout[-1000:]
+
+
+def test_missing_level_is_skipped_not_passed():
+    proc = run_pytest("suites/layout/test_views.py", "--impl", "tests.fakes.layout_only")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert " passed" not in proc.stdout, f"got passes: {proc.stdout[-500:]}, but should be all skipped"
+    assert "does not provide the 'buffer' level" in proc.stdout, proc.stdout[-1000:]
+
+
+def test_the_suite_catches_a_forward_order_planner():
+    proc = run_pytest("suites/layout/test_order.py", "--impl", "tests.fakes.forward_order", "-q")
+    assert proc.returncode == 1, f"got exit {proc.returncode}, but should be 1 (failures)\n{proc.stdout[-1500:]}"
+    assert "test_layout_is_reverse_parameter_order" in proc.stdout
