@@ -1,0 +1,77 @@
+"""DDP configuration: upstream Megatron's knobs, with the padding flags named as one policy."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .layout import LayoutConfig, default_bucket_size, get_policy
+
+
+@dataclass(frozen=True)
+class DDPConfig:
+    """How the reference DDP buckets, reduces and shards gradients.
+
+    ``policy`` replaces upstream's two flags: ``packed`` is plain all-reduce
+    DDP; ``padded`` is ``use_distributed_optimizer``; ``high-busbw`` adds
+    ``pad_buckets_for_high_nccl_busbw``; ``shard-aligned`` is this project's
+    stricter variant. ``bucket_size`` (elements) defaults to upstream's
+    ``max(40M, 1M * dp)``; with ``overlap_grad_reduce`` off, or
+    ``disable_bucketing``, each buffer is one bucket, as upstream.
+    """
+
+    policy: str = "packed"
+    bucket_size: int | None = None
+    disable_bucketing: bool = False
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    average_in_collective: bool = False
+    grad_reduce_in_fp32: bool = False
+    calculate_per_token_loss: bool = False
+    check_for_nan_in_grad: bool = False
+    buckets_per_group: int = 1
+    # Agree across ranks at every finish_grad_sync, so a problem seen by one
+    # rank only (missing grad, NaN) raises everywhere instead of hanging peers.
+    check_across_ranks: bool = True
+
+    def __post_init__(self) -> None:
+        get_policy(self.policy)
+        if self.bucket_size is not None and (not isinstance(self.bucket_size, int) or self.bucket_size <= 0):
+            raise ValueError(
+                f"bucket_size: got {self.bucket_size!r}, but should be a positive number of elements "
+                "or None for upstream's default"
+            )
+        if not isinstance(self.buckets_per_group, int) or self.buckets_per_group < 1:
+            raise ValueError(f"buckets_per_group: got {self.buckets_per_group!r}, but should be an integer >= 1")
+        if self.average_in_collective and self.calculate_per_token_loss:
+            raise ValueError(
+                "average_in_collective: got True with calculate_per_token_loss, but should be False: "
+                "per-token losses are summed over ranks and divided by the token count"
+            )
+        if self.overlap_param_gather and not self.distributed_optimizer:
+            raise ValueError(
+                "overlap_param_gather: got True with policy 'packed', but should only be set with a "
+                "distributed-optimizer policy (padded, high-busbw, shard-aligned)"
+            )
+
+    @property
+    def distributed_optimizer(self) -> bool:
+        return get_policy(self.policy).distributed_optimizer
+
+    def layout_config(self, dp: int) -> LayoutConfig:
+        """The planner request this configuration makes at data-parallel size ``dp``."""
+        if self.disable_bucketing or not self.overlap_grad_reduce:
+            bucket_size = None
+        else:
+            bucket_size = self.bucket_size or default_bucket_size(dp)
+        return LayoutConfig(dp=dp, policy=self.policy, bucket_size=bucket_size,
+                            grad_reduce_in_fp32=self.grad_reduce_in_fp32)
+
+    def gradient_scaling_factor(self, dp: int) -> float:
+        """Applied before the collective: 1/dp for SUM, 1 for AVG or per-token losses."""
+        if self.average_in_collective or self.calculate_per_token_loss:
+            return 1.0
+        return 1.0 / dp
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)

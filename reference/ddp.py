@@ -1,0 +1,182 @@
+"""The reference bucketed DDP wrapper: hooks fill ``main_grad``, bucket groups reduce it.
+
+Each trainable param's post-accumulate-grad hook adds ``param.grad`` into its
+``main_grad`` view, frees ``param.grad`` and marks the param ready. With
+``overlap_grad_reduce`` a bucket group launches as soon as its last param is
+ready; otherwise everything launches in ``finish_grad_sync``.
+
+First-iteration semantics differ from upstream in a documented, equivalent
+way: a post-accumulate hook fires exactly once per param per backward (autograd
+sums repeated uses first), so the "golden" ready count is always 1 and groups
+launch from the hook from the first step on. Groups that never completed are
+launched, in order, from ``finish_grad_sync``, after all ranks have agreed
+that no param is missing a grad.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from typing import Iterator
+
+import torch
+import torch.distributed as dist
+
+from .agreement import DEFAULT_TIMEOUT, control_group, differences_from_rank0, gather_problems
+from .bucket_group import BucketGroup, GradSyncError, Member
+from .buffer import ParamAndGradBuffer, build_buffers
+from .config import DDPConfig
+
+
+class DistributedDataParallel(torch.nn.Module):
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        config: DDPConfig = DDPConfig(),
+        process_group: dist.ProcessGroup | None = None,
+        device: torch.device | str | None = None,
+        agreement_group: dist.ProcessGroup | None = None,
+        timeout: datetime.timedelta = DEFAULT_TIMEOUT,
+    ) -> None:
+        super().__init__()
+        self.module = module
+        self.config = config
+        self.group = process_group or dist.group.WORLD
+        self.dp = dist.get_world_size(self.group)
+        self.rank = dist.get_rank(self.group)
+        self.control = agreement_group or control_group(self.group, timeout)
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        self._check_same_everywhere(named)
+        if not named:
+            raise ValueError("module: got no trainable parameters, but should have at least one")
+        device = torch.device(device) if device is not None else named[0][1].device
+        self.buffers: list[ParamAndGradBuffer] = build_buffers(named, config.layout_config(self.dp), device)
+        self.bucket_groups = self._partition()
+        self._group_of = {name: g for g in self.bucket_groups for name in g.param_names}
+        self._is_last_microbatch = True
+        self._pending = False  # grads produced since the last finish_grad_sync
+        self._finished = False
+        self._param_gathers: list = []
+        self._hooks = [p.register_post_accumulate_grad_hook(self._hook(n)) for n, p in named]
+
+    # -- construction -------------------------------------------------------------------
+
+    def _check_same_everywhere(self, named) -> None:
+        fingerprint = {
+            **{f"config.{k}": v for k, v in self.config.as_dict().items()},
+            "parameters": [(n, tuple(p.shape), str(p.dtype)) for n, p in named],
+        }
+        diffs = differences_from_rank0(fingerprint, self.control)
+        if diffs:
+            raise ValueError(
+                "DDP configuration differs across ranks, but should be identical on every rank:\n  "
+                + "\n  ".join(diffs)
+            )
+
+    def _partition(self) -> list[BucketGroup]:
+        per = self.config.buckets_per_group
+        groups = []
+        for buf in self.buffers:
+            for start in range(0, len(buf.buckets), per):
+                members = [Member(buf, b) for b in buf.buckets[start : start + per]]
+                groups.append(BucketGroup(
+                    index=len(groups),
+                    members=members,
+                    group=self.group,
+                    scaling_factor=self.config.gradient_scaling_factor(self.dp),
+                    average_in_collective=self.config.average_in_collective,
+                    reduce_scatter=self.config.distributed_optimizer,
+                    check_for_nan=self.config.check_for_nan_in_grad,
+                ))
+        return groups
+
+    # -- backward -----------------------------------------------------------------------
+
+    def _hook(self, name: str):
+        def hook(param: torch.Tensor) -> None:
+            if param.grad is None:
+                return
+            param.main_grad.add_(param.grad)
+            param.grad = None
+            if self._is_last_microbatch:
+                self._pending, self._finished = True, False
+                self._group_of[name].register_grad_ready(name, launch=self.config.overlap_grad_reduce)
+
+        return hook
+
+    def forward(self, *args, **kwargs):
+        self.finish_param_sync()
+        return self.module(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Accumulate grads into ``main_grad`` without reducing (all microbatches but the last)."""
+        self._is_last_microbatch = False
+        try:
+            yield
+        finally:
+            self._is_last_microbatch = True
+
+    def finish_grad_sync(self) -> None:
+        """Launch what is left, wait for every group; problems on any rank raise on all ranks."""
+        local = [
+            f"param {name!r} (bucket group {g.index}) got no gradient on rank {self.rank}"
+            for g in self.bucket_groups
+            for name in g.missing()
+        ]
+        if self.config.check_across_ranks:
+            everyone = gather_problems(local, self.control)
+        else:
+            everyone = local
+        if everyone:
+            raise GradSyncError("gradient synchronization failed:\n  " + "\n  ".join(everyone))
+        for g in self.bucket_groups:
+            g.start()
+        for g in self.bucket_groups:
+            g.wait()
+        nan = [p for g in self.bucket_groups for p in g.problems]
+        if self.config.check_across_ranks and self.config.check_for_nan_in_grad:
+            nan = gather_problems(nan, self.control)
+        if nan:
+            raise GradSyncError("non-finite gradients before reduction:\n  " + "\n  ".join(nan))
+        self._pending, self._finished = False, True
+
+    @property
+    def grad_sync_finished(self) -> bool:
+        return self._finished
+
+    def zero_grad_buffer(self) -> None:
+        """Zero every grad buffer and reset readiness for the next step."""
+        for buf in self.buffers:
+            buf.zero_grad()
+        for g in self.bucket_groups:
+            g.reset()
+        for p in self.module.parameters():
+            p.grad = None
+        self._pending, self._finished = False, False
+
+    def scale_gradients(self, factor: float) -> None:
+        for buf in self.buffers:
+            buf.grad_data.mul_(factor)
+
+    # -- params (distributed optimizer) ---------------------------------------------------
+
+    def start_param_sync(self) -> None:
+        """All-gather every bucket's params from each rank's shard (async if overlapping)."""
+        async_op = self.config.overlap_param_gather
+        for buf in self.buffers:
+            for bucket in buf.buckets:
+                own = buf.param_shards(bucket.index)[self.rank]
+                work = dist.all_gather_into_tensor(bucket.param_data, own, group=self.group, async_op=async_op)
+                if async_op:
+                    self._param_gathers.append(work)
+
+    def finish_param_sync(self) -> None:
+        for work in self._param_gathers:
+            work.wait()
+        self._param_gathers.clear()
+
+    def remove_hooks(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks.clear()
