@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from .protocol import CAPABILITIES, Implementation
+from .protocol import CAPABILITIES, LEVEL_METHODS, Implementation
 
 REGISTRY: dict[str, str] = {
     "reference": "suites.impls.reference",
@@ -27,11 +27,10 @@ def load_implementation(spec: str) -> Implementation:
             f"module path ({exc})"
         ) from exc
     impl = getattr(module, attribute or "implementation", None)
-    missing = [
-        a
-        for a in ("name", "version", "capabilities", "unavailable", "unsupported", "plan", "build")
-        if not hasattr(impl, a)
-    ]
+    required = ["name", "version", "capabilities", "unavailable", "unsupported"]
+    for level in getattr(impl, "capabilities", ()):
+        required += LEVEL_METHODS.get(level, ())
+    missing = [a for a in required if not hasattr(impl, a)]
     if impl is None or missing:
         raise ValueError(
             f"--impl: {module_name}.{attribute or 'implementation'} is {impl!r}, but should be an "

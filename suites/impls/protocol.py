@@ -17,26 +17,40 @@ Levels
     the handles also give cached per-rank shard views (``grad_shards``,
     ``param_shards``) and ownership ranges (``owned_range``).
 ``validation``
-    bad configurations and inputs raise ``ValueError`` naming the field.
+    bad configurations and inputs raise an error naming the field, the
+    value and what would be valid; runtime misuse (a missing grad, a grad
+    registered twice, a step before grads are finished, configurations that
+    differ across ranks, NaN grads) raises on every rank, never hangs.
+``ddp``
+    ``wrap(module, config, group)`` returns a ``DDPHandle`` that reduces
+    gradients like torch's DistributedDataParallel; ``make_optimizer`` and
+    ``finalize_model_grads`` complete a training step.
 
-``config`` is a ``reference.layout.LayoutConfig``: a plain value object
-(dp, policy name, bucket size in elements, grad_reduce_in_fp32) that every
+``config`` is a ``reference.layout.LayoutConfig`` (layout levels) or a
+``reference.config.DDPConfig`` (ddp level): plain value objects that every
 implementation maps onto its own knobs.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, ContextManager, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import torch
 
+from reference.config import DDPConfig
 from reference.layout import LayoutConfig
 
 CAPABILITIES: dict[str, str] = {
     "layout": "plans buffer layouts (offsets, buckets, accounting)",
     "buffer": "allocates buffers with main_grad, param and bucket views",
     "shards": "cached per-rank shard views and ownership ranges",
-    "validation": "rejects bad input with a ValueError naming the field",
+    "validation": "rejects bad input with an error naming the field, on every rank",
+    "ddp": "wraps a module and synchronizes its gradients over a process group",
+}
+LEVEL_METHODS: dict[str, tuple[str, ...]] = {
+    "layout": ("plan",),
+    "buffer": ("build",),
+    "ddp": ("wrap", "make_optimizer", "finalize_model_grads"),
 }
 
 NamedParams = Iterable[tuple[str, torch.nn.Parameter]]
@@ -76,6 +90,31 @@ class BufferHandle(Protocol):
     def owned_range(self, bucket_id: int, rank: int) -> tuple[int, int]: ...
 
 
+class DDPHandle(Protocol):
+    """A wrapped module whose backward fills ``main_grad`` views and reduces them."""
+
+    module: torch.nn.Module
+    buffers: Sequence[BufferHandle]
+
+    def __call__(self, *args, **kwargs): ...
+
+    def no_sync(self) -> ContextManager[None]: ...
+
+    def finish_grad_sync(self) -> None: ...
+
+    def zero_grad_buffer(self) -> None: ...
+
+
+class OptimizerHandle(Protocol):
+    def step(self) -> float | None:
+        """Update params from the reduced grads; the grad norm when clipping."""
+
+    def zero_grad(self) -> None: ...
+
+
+MakeTorchOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+
+
 @runtime_checkable
 class Implementation(Protocol):
     name: str
@@ -92,3 +131,12 @@ class Implementation(Protocol):
     def build(
         self, named_params: NamedParams, config: LayoutConfig, device: torch.device | str = "cpu"
     ) -> Sequence[BufferHandle]: ...
+
+    # ddp level
+    def wrap(self, module: torch.nn.Module, config: DDPConfig, group, agreement_group=None) -> DDPHandle: ...
+
+    def make_optimizer(
+        self, ddp: DDPHandle, make_optimizer: MakeTorchOptimizer, max_grad_norm: float | None = None
+    ) -> OptimizerHandle: ...
+
+    def finalize_model_grads(self, models: Sequence[DDPHandle], num_tokens: torch.Tensor | None = None) -> None: ...

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import reference
 from reference.buffer import ParamAndGradBuffer, build_buffers
+from reference.ddp import DistributedDataParallel
+from reference.finalize import finalize_model_grads
 from reference.layout import LayoutConfig, ParamSpec, plan_layout
+from reference.optimizer import ReferenceOptimizer
 
 from .protocol import NamedParams
 
@@ -12,7 +15,7 @@ from .protocol import NamedParams
 class ReferenceImplementation:
     name = "reference"
     version = reference.__version__
-    capabilities = frozenset({"layout", "buffer", "shards", "validation"})
+    capabilities = frozenset({"layout", "buffer", "shards", "validation", "ddp"})
     unavailable = None
 
     def unsupported(self, config: LayoutConfig) -> str | None:
@@ -25,6 +28,15 @@ class ReferenceImplementation:
         self, named_params: NamedParams, config: LayoutConfig, device="cpu"
     ) -> list[ParamAndGradBuffer]:
         return build_buffers(named_params, config, device)
+
+    def wrap(self, module, config, group, agreement_group=None) -> DistributedDataParallel:
+        return DistributedDataParallel(module, config, group, agreement_group=agreement_group)
+
+    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None) -> ReferenceOptimizer:
+        return ReferenceOptimizer(ddp, make_optimizer, max_grad_norm)
+
+    def finalize_model_grads(self, models, num_tokens=None) -> None:
+        finalize_model_grads(models, num_tokens)
 
 
 implementation = ReferenceImplementation()

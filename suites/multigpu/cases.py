@@ -1,0 +1,93 @@
+"""The one registry of DDP configurations the correctness tests run over (OpInfo style).
+
+Each ``Case`` names a configuration and knows its ``DDPConfig``; the generic
+tests in this directory are parametrized over ``CASES`` and decide from the
+case how exactly results must match.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from reference.config import DDPConfig
+
+TINY, MID = 100, 1000  # elements: many buckets, a few buckets (None: one bucket)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    policy: str = "packed"
+    overlap: bool = True
+    bucket_size: int | None = TINY
+    average_in_collective: bool = False
+    microbatches: int = 1
+    bf16: bool = False
+    tied: bool = False
+    clip: float | None = None
+    num_tokens: bool = False
+    optimizer: str = "sgd"
+    buckets_per_group: int = 1
+    steps: int = 3
+    seed: int = 7
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.bf16 else torch.float32
+
+    def ddp_config(self) -> DDPConfig:
+        return DDPConfig(
+            policy=self.policy,
+            bucket_size=self.bucket_size,
+            disable_bucketing=self.bucket_size is None,
+            overlap_grad_reduce=self.overlap,
+            average_in_collective=self.average_in_collective,
+            grad_reduce_in_fp32=self.bf16,
+            calculate_per_token_loss=self.num_tokens,
+            buckets_per_group=self.buckets_per_group,
+        )
+
+    def bitwise(self, world_size: int) -> bool:
+        """FACTS section 3: at world size 2, fp32, gloo's sum is the same however split."""
+        return world_size == 2 and not self.bf16 and self.clip is None and not self.num_tokens
+
+    def make_torch_optimizer(self, params):
+        if self.optimizer == "adam":
+            return torch.optim.Adam(params, lr=1e-2)
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+
+
+def _matrix() -> list[Case]:
+    cases = []
+    for policy in ("packed", "padded"):
+        mode = "allreduce" if policy == "packed" else "distopt"
+        for overlap in (True, False):
+            for label, size in (("tiny", TINY), ("mid", MID), ("one", None)):
+                cases.append(Case(f"{mode}-{'overlap' if overlap else 'serial'}-{label}", policy, overlap, size))
+        base = Case(f"{mode}", policy)
+        for suffix, change in (
+            ("avg-in-collective", dict(average_in_collective=True)),
+            ("microbatches", dict(microbatches=3)),
+            ("bf16-fp32-grads", dict(bf16=True)),
+            ("tied-embedding", dict(tied=True)),
+            ("clip", dict(clip=0.05)),
+            ("num-tokens", dict(num_tokens=True)),
+            ("adam", dict(optimizer="adam")),
+            ("bucket-groups", dict(buckets_per_group=3)),
+            ("everything", dict(tied=True, microbatches=2, average_in_collective=True, clip=0.05,
+                                optimizer="adam", buckets_per_group=2)),
+        ):
+            cases.append(dataclasses.replace(base, name=f"{mode}-{suffix}", **change))
+    cases += [
+        Case("distopt-high-busbw", "high-busbw"),
+        Case("distopt-shard-aligned", "shard-aligned", bucket_size=MID),
+    ]
+    return cases
+
+
+CASES: list[Case] = _matrix()
+CASE_IDS = [c.name for c in CASES]
+BY_NAME = {c.name: c for c in CASES}

@@ -1,0 +1,61 @@
+"""Tiny models and deterministic per-rank data for the multi-rank suite.
+
+Every rank can regenerate any rank's batch from (seed, step, microbatch, rank),
+which is what the single-process oracle trained on the global batch needs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+VOCAB, HIDDEN, FFN, BATCH, SEQ = 37, 24, 48, 4, 6
+IGNORE = -100
+
+
+class TinyLM(torch.nn.Module):
+    """Embedding, one residual MLP block, a norm and an output head (optionally tied)."""
+
+    def __init__(self, tied: bool = False, unused_layer: bool = False) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
+        self.fc1 = torch.nn.Linear(HIDDEN, FFN)
+        self.fc2 = torch.nn.Linear(FFN, HIDDEN)
+        self.norm = torch.nn.LayerNorm(HIDDEN)
+        self.head = None if tied else torch.nn.Linear(HIDDEN, VOCAB, bias=False)
+        if tied:
+            self.embed.weight.shared_embedding = True
+        self.unused = torch.nn.Linear(HIDDEN, HIDDEN) if unused_layer else None
+        self.skip_fc = False  # a test switches this on one rank to starve fc1/fc2 of grads
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.embed(tokens)
+        if not self.skip_fc:
+            h = h + self.fc2(torch.relu(self.fc1(h)))
+        h = self.norm(h)
+        weight = self.embed.weight if self.head is None else self.head.weight
+        return h @ weight.T
+
+
+def make_model(tied: bool = False, dtype: torch.dtype = torch.float32, seed: int = 1234, **kw) -> TinyLM:
+    torch.manual_seed(seed)
+    return TinyLM(tied=tied, **kw).to(dtype)
+
+
+def batch(seed: int, step: int, micro: int, rank: int, ragged: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens, labels) for one microbatch; ``ragged`` masks a rank-dependent number of labels."""
+    gen = torch.Generator().manual_seed(hash((seed, step, micro, rank)) % 2**31)
+    tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
+    labels = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
+    if ragged:
+        labels[:, : (rank + step + micro) % SEQ] = IGNORE
+    return tokens, labels
+
+
+def loss_fn(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(
+        logits.float().reshape(-1, VOCAB), labels.reshape(-1), ignore_index=IGNORE, reduction=reduction
+    )
+
+
+def tokens_in(labels: torch.Tensor) -> int:
+    return int((labels != IGNORE).sum())

@@ -1,0 +1,51 @@
+"""Gradient accumulation: inside ``no_sync`` nothing is reduced or scaled; the last microbatch syncs."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from suites.impls import load_implementation
+from suites.multigpu.harness import requires_peers
+
+from .cases import Case
+from .compare import assert_close
+from .models import batch, loss_fn, make_model
+from .training import owned_grad_pairs
+
+pytestmark = pytest.mark.requires("ddp")
+
+
+def check_no_sync_stays_local(ctx, policy: str) -> None:
+    requires_peers(ctx)
+    case = Case(f"no-sync-{policy}", policy, microbatches=2)
+    impl = load_implementation(ctx.impl_spec)
+    model, plain = make_model().to(ctx.device), make_model().to(ctx.device)
+    ddp = impl.wrap(model, case.ddp_config(), ctx.group, ctx.control_group)
+    tokens, labels = (t.to(ctx.device) for t in batch(case.seed, 0, 0, ctx.rank))
+    with ddp.no_sync():
+        loss_fn(ddp(tokens), labels).backward()
+    loss_fn(plain(tokens), labels).backward()
+    for name, param in model.named_parameters():
+        # Unreduced and unscaled: exactly this rank's own gradient.
+        assert_close(param.main_grad, dict(plain.named_parameters())[name].grad, None,
+                     f"rank {ctx.rank} main_grad of {name} after a no_sync microbatch")
+    mine = torch.cat([p.main_grad.reshape(-1) for p in model.parameters()]).cpu()
+    everyone = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(everyone, mine, group=ctx.control_group)
+    assert not all(torch.equal(everyone[0], g) for g in everyone[1:]), (
+        "accumulated grads inside no_sync: got identical on every rank, but should differ (rank-local data)"
+    )
+    tokens, labels = (t.to(ctx.device) for t in batch(case.seed, 0, 1, ctx.rank))
+    loss_fn(ddp(tokens), labels).backward()
+    impl.finalize_model_grads([ddp])
+    reduced = torch.cat([g.reshape(-1) for _, g, _ in owned_grad_pairs(ddp, ctx.rank)]).cpu()
+    if policy == "packed":
+        everyone = [torch.empty_like(reduced) for _ in range(ctx.world_size)]
+        dist.all_gather(everyone, reduced, group=ctx.control_group)
+        for rank, grads in enumerate(everyone):
+            assert_close(grads, everyone[0], None, f"synced grads of rank {rank} vs rank 0")
+
+
+@pytest.mark.parametrize("policy", ["packed", "padded"], ids=["allreduce", "distopt"])
+def test_no_sync_keeps_grads_local(ranks, impl, policy):
+    ranks.run(check_no_sync_stays_local, policy)

@@ -1,0 +1,180 @@
+"""Training the implementation under test side by side with an oracle, comparing every step.
+
+The oracle is torch's own DistributedDataParallel (same init, same per-rank
+data) or a single-process model trained on the global batch. Gradients are
+compared after the grad sync (under the distributed optimizer only the
+elements this rank owns are reduced), params after every optimizer step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from .cases import Case
+from .compare import assert_close, tolerance
+from .models import batch, loss_fn, make_model, tokens_in
+
+
+@dataclass
+class StepRecord:
+    step: int
+    grad_norm: float | None
+    oracle_grad_norm: float | None
+
+
+def owned_grad_pairs(ddp, rank: int):
+    """(name, our reduced grad elements, slice of the flattened param they belong to) for this rank."""
+    for buf in ddp.buffers:
+        distributed = buf.param_data is not None
+        for name, (start, end, bucket) in buf.layout.param_index_map.items():
+            if not distributed:
+                yield name, buf.grad_data[start:end], slice(0, end - start)
+                continue
+            lo, hi = buf.owned_range(bucket, rank)
+            a, b = max(start, lo), min(end, hi)
+            if a < b:
+                yield name, buf.grad_data[a:b], slice(a - start, b - start)
+
+
+class Side:
+    """One model being trained: the implementation under test, or an oracle."""
+
+    def __init__(self, case: Case, ctx, impl=None) -> None:
+        self.case, self.ctx, self.impl = case, ctx, impl
+        self.model = make_model(case.tied, case.dtype).to(ctx.device)
+        if impl is not None:
+            self.ddp = impl.wrap(self.model, case.ddp_config(), ctx.group, ctx.control_group)
+            self.opt = impl.make_optimizer(self.ddp, case.make_torch_optimizer, case.clip)
+        else:
+            device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+            self.ddp = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=device_ids, process_group=ctx.group, bucket_cap_mb=0.001
+            )
+            self.opt = case.make_torch_optimizer(list(self.model.parameters()))
+
+    def params(self) -> dict[str, torch.Tensor]:
+        return dict(self.model.named_parameters())
+
+    def backward(self, step: int, global_tokens: int) -> int:
+        """All microbatches of ``step``; returns the local token count."""
+        case, local = self.case, 0
+        for micro in range(case.microbatches):
+            tokens, labels = batch(case.seed, step, micro, self.ctx.rank, ragged=case.num_tokens)
+            tokens, labels = tokens.to(self.ctx.device), labels.to(self.ctx.device)
+            last = micro == case.microbatches - 1
+            with contextlib.nullcontext() if last else self.ddp.no_sync():
+                logits = self.ddp(tokens)
+                if case.num_tokens and self.impl is None:
+                    # torch DDP averages over ranks: rescale so it yields sum(loss) / all tokens.
+                    loss = loss_fn(logits, labels, "sum") * self.ctx.world_size / global_tokens
+                else:
+                    loss = loss_fn(logits, labels, "sum" if case.num_tokens else "mean")
+                loss.backward()
+            local += tokens_in(labels)
+        return local
+
+    def sync(self, local_tokens: int) -> None:
+        if self.impl is None:
+            return
+        num_tokens = None
+        if self.case.num_tokens:
+            num_tokens = torch.tensor(local_tokens, dtype=torch.int64, device=self.ctx.device)
+        self.impl.finalize_model_grads([self.ddp], num_tokens)
+
+    def step(self) -> float | None:
+        if self.impl is not None:
+            return self.opt.step()
+        norm = None
+        if self.case.clip is not None:
+            norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.case.clip))
+        self.opt.step()
+        return norm
+
+    def zero_grad(self) -> None:
+        if self.impl is not None:
+            self.opt.zero_grad()
+        else:
+            self.opt.zero_grad(set_to_none=True)
+
+
+def global_token_count(case: Case, step: int, world_size: int) -> int:
+    return sum(
+        tokens_in(batch(case.seed, step, m, r, ragged=case.num_tokens)[1])
+        for r in range(world_size)
+        for m in range(case.microbatches)
+    )
+
+
+def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
+    """Train both sides ``case.steps`` steps; raise on the first mismatch."""
+    ours, theirs = Side(case, ctx, impl), Side(case, ctx)
+    tol = tolerance(case.bitwise(ctx.world_size), case.bf16)
+    records = []
+    for step in range(case.steps):
+        total = global_token_count(case, step, ctx.world_size)
+        ours.sync(ours.backward(step, total))
+        theirs.backward(step, total)
+        their_params = theirs.params()
+        for name, got, where in owned_grad_pairs(ours.ddp, ctx.rank):
+            want = their_params[name].grad.reshape(-1)[where]
+            assert_close(got, want, tol, f"step {step} rank {ctx.rank} grad of {name}")
+        norm, their_norm = ours.step(), theirs.step()
+        if case.clip is not None:
+            assert norm is not None and norm > case.clip, (
+                f"step {step} grad norm: got {norm}, but should exceed max_norm {case.clip} so clipping is exercised"
+            )
+            assert abs(norm - their_norm) <= 1e-5 * their_norm, (
+                f"step {step} grad norm: got {norm}, but should be {their_norm} (torch clip_grad_norm_)"
+            )
+        for name, param in ours.params().items():
+            assert_close(param, their_params[name], tol, f"step {step} rank {ctx.rank} param {name}")
+        ours.zero_grad()
+        theirs.zero_grad()
+        records.append(StepRecord(step, norm, their_norm))
+    return records
+
+
+def train_against_single_process(ctx, impl, case: Case) -> None:
+    """torch's own DDP test pattern: a local model trained on every rank's data at once."""
+    ours = Side(case, ctx, impl)
+    local = make_model(case.tied, case.dtype).to(ctx.device)
+    opt = case.make_torch_optimizer(list(local.parameters()))
+    tol = tolerance(False, case.bf16)
+    for step in range(case.steps):
+        total = global_token_count(case, step, ctx.world_size)
+        ours.sync(ours.backward(step, total))
+        for micro in range(case.microbatches):
+            loss = 0.0
+            for rank in range(ctx.world_size):
+                tokens, labels = (t.to(ctx.device) for t in batch(case.seed, step, micro, rank, case.num_tokens))
+                if case.num_tokens:
+                    loss = loss + loss_fn(local(tokens), labels, "sum") / total
+                else:
+                    loss = loss + loss_fn(local(tokens), labels) / ctx.world_size
+            loss.backward()
+        ours.step()
+        if case.clip is not None:
+            torch.nn.utils.clip_grad_norm_(local.parameters(), case.clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        ours.zero_grad()
+        for name, param in local.named_parameters():
+            assert_close(ours.params()[name], param, tol, f"step {step} rank {ctx.rank} param {name} (vs single process)")
+
+
+def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> None:
+    """Two configurations of the implementation under test must train the same model."""
+    a, b = Side(first, ctx, impl), Side(second, ctx, impl)
+    tol = tolerance(bitwise, first.bf16)
+    for step in range(first.steps):
+        total = global_token_count(first, step, ctx.world_size)
+        for side in (a, b):
+            side.sync(side.backward(step, total))
+            side.step()
+            side.zero_grad()
+        for name, param in a.params().items():
+            assert_close(b.params()[name], param, tol,
+                         f"step {step} rank {ctx.rank} param {name}: {second.name} vs {first.name}")
