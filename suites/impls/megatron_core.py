@@ -19,7 +19,15 @@ Real differences from the reference, recorded rather than hidden:
   claim the ``shards`` level here;
 * it validates with bare ``assert`` statements, so it does not claim the
   ``validation`` level;
-* there is no ``shard-aligned`` policy upstream.
+* there is no ``shard-aligned`` policy upstream, and bucket groups are
+  formed by upstream's own rule (one bucket each), not ``buckets_per_group``.
+
+At the ``ddp`` level the adapter builds upstream's own
+``DistributedDataParallel`` on the given (gloo or NCCL) group, with singleton
+groups for tensor/pipeline/expert parallelism. Its distributed optimizer needs
+far more set-up (optimizer config, Apex/TE fallbacks), so the ``optimizer``
+level is not claimed: the suite steps a plain torch optimizer on
+``main_grad`` for packed configurations and skips the rest with the reason.
 """
 
 from __future__ import annotations
@@ -60,6 +68,12 @@ class FakeGroup:
 class MegatronBuffer:
     """A built ``_ParamAndGradBuffer`` with the names the suites use."""
 
+    def owned_range(self, bucket_id: int, rank: int) -> tuple[int, int]:
+        """Upstream reduce-scatters bucket ``b`` into ``shard_buffer(b, dp)[rank]``: the rank-th slice."""
+        start, end = self.layout.bucket_indices[bucket_id]
+        shard = (end - start) // self.raw.data_parallel_world_size
+        return start + rank * shard, start + (rank + 1) * shard
+
     def __init__(self, buffer, names: dict) -> None:
         self.raw = buffer
         self.grad_data = buffer.grad_data
@@ -77,9 +91,30 @@ class MegatronBuffer:
         )
 
 
+class MegatronDDP:
+    """Upstream's DistributedDataParallel with the names the suites use."""
+
+    def __init__(self, ddp, names: dict) -> None:
+        self.raw = ddp
+        self.module = ddp.module
+        self.buffers = [MegatronBuffer(b, names) for b in ddp.buffers]
+
+    def __call__(self, *args, **kwargs):
+        return self.raw(*args, **kwargs)
+
+    def no_sync(self):
+        return self.raw.no_sync()
+
+    def finish_grad_sync(self) -> None:
+        self.raw.finish_grad_sync()
+
+    def zero_grad_buffer(self) -> None:
+        self.raw.zero_grad_buffer()
+
+
 class MegatronCoreImplementation:
     name = "megatron"
-    capabilities = frozenset({"layout", "buffer"})
+    capabilities = frozenset({"layout", "buffer", "ddp"})
 
     def __init__(self) -> None:
         try:
@@ -100,10 +135,46 @@ class MegatronCoreImplementation:
         self._pgb = pgb
         self._config_cls = DistributedDataParallelConfig
 
-    def unsupported(self, config: LayoutConfig) -> str | None:
+    def unsupported(self, config) -> str | None:
         if config.policy not in POLICY_FLAGS:
             return f"megatron-core has no {config.policy!r} padding policy"
+        if getattr(config, "buckets_per_group", 1) != 1:
+            return "megatron-core forms bucket groups by its own rule, not buckets_per_group"
         return None
+
+    @property
+    def collective_patch_points(self):
+        """Upstream binds its reduce-scatter at import; all-reduce goes through torch.distributed."""
+        return [(torch.distributed, "all_reduce"), (self._pgb, "dist_reduce_scatter_func")]
+
+    def wrap(self, module, config, group, agreement_group=None) -> MegatronDDP:
+        from megatron.core.distributed import DistributedDataParallel
+        from megatron.core.transformer import TransformerConfig
+
+        reason = self.unsupported(config)
+        if reason:
+            raise ValueError(f"config: {reason}")
+        distributed, high_busbw = POLICY_FLAGS[config.policy]
+        ddp_config = self._config_cls(
+            use_distributed_optimizer=distributed,
+            pad_buckets_for_high_nccl_busbw=high_busbw,
+            overlap_grad_reduce=config.overlap_grad_reduce,
+            bucket_size=config.bucket_size,
+            average_in_collective=config.average_in_collective,
+            grad_reduce_in_fp32=config.grad_reduce_in_fp32,
+        )
+        transformer_config = TransformerConfig(
+            num_layers=1, hidden_size=8, num_attention_heads=1,
+            calculate_per_token_loss=config.calculate_per_token_loss,
+        )
+        device = next(module.parameters()).device
+        names = {p: n for n, p in module.named_parameters()}
+        with _on_device(self._pgb, device.index if device.type == "cuda" else device.type), _quiet():
+            ddp = DistributedDataParallel(
+                transformer_config, ddp_config, module,
+                disable_bucketing=config.disable_bucketing, pg_collection=_process_groups(group),
+            )
+        return MegatronDDP(ddp, names)
 
     def plan(self, named_params: NamedParams, config: LayoutConfig):
         return [b.layout for b in self._buffers(named_params, config, "meta")]
@@ -145,6 +216,25 @@ class MegatronCoreImplementation:
                 )
                 buffers.append(MegatronBuffer(raw, names))
         return buffers
+
+
+_singletons: dict[tuple[int, ...], object] = {}
+
+
+def _process_groups(group):
+    """Upstream's group collection: ``group`` for data parallelism, singletons for the rest."""
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    ranks = tuple(torch.distributed.get_process_group_ranks(group))
+    if ranks not in _singletons:
+        # new_group is collective: every rank creates every singleton, keeps its own.
+        own = [torch.distributed.new_group([r]) for r in ranks]
+        _singletons[ranks] = own[ranks.index(torch.distributed.get_rank())]
+    me = _singletons[ranks]
+    return ProcessGroupCollection(
+        tp=me, pp=me, ep=me, cp=me, dp=group, dp_cp=group, intra_dp_cp=group,
+        expt_dp=group, intra_expt_dp=group,
+    )
 
 
 @contextlib.contextmanager

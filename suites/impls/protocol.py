@@ -23,8 +23,15 @@ Levels
     differ across ranks, NaN grads) raises on every rank, never hangs.
 ``ddp``
     ``wrap(module, config, group)`` returns a ``DDPHandle`` that reduces
-    gradients like torch's DistributedDataParallel; ``make_optimizer`` and
-    ``finalize_model_grads`` complete a training step.
+    gradients like torch's DistributedDataParallel. Optionally
+    ``collective_patch_points``: the (object, attribute) pairs through which
+    it calls collectives, so the overlap test can record launches.
+``optimizer``
+    ``make_optimizer`` (fp32 main params; sharded under the distributed
+    optimizer; clipping) and ``finalize_model_grads`` (with ``num_tokens``)
+    complete a training step. Without this level the suite steps a plain
+    torch optimizer on ``param.main_grad``, which covers only packed fp32
+    configurations.
 
 ``config`` is a ``reference.layout.LayoutConfig`` (layout levels) or a
 ``reference.config.DDPConfig`` (ddp level): plain value objects that every
@@ -46,11 +53,13 @@ CAPABILITIES: dict[str, str] = {
     "shards": "cached per-rank shard views and ownership ranges",
     "validation": "rejects bad input with an error naming the field, on every rank",
     "ddp": "wraps a module and synchronizes its gradients over a process group",
+    "optimizer": "fp32 main params, distributed optimizer, clipping, finalize with num_tokens",
 }
 LEVEL_METHODS: dict[str, tuple[str, ...]] = {
     "layout": ("plan",),
     "buffer": ("build",),
-    "ddp": ("wrap", "make_optimizer", "finalize_model_grads"),
+    "ddp": ("wrap",),
+    "optimizer": ("make_optimizer", "finalize_model_grads"),
 }
 
 NamedParams = Iterable[tuple[str, torch.nn.Parameter]]
@@ -123,7 +132,7 @@ class Implementation(Protocol):
     # Why it cannot run here (e.g. not installed), or None when it can.
     unavailable: str | None
 
-    def unsupported(self, config: LayoutConfig) -> str | None:
+    def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
         """Why this configuration cannot be expressed, or None when it can."""
 
     def plan(self, named_params: NamedParams, config: LayoutConfig) -> Sequence[LayoutRecord]: ...
@@ -132,7 +141,7 @@ class Implementation(Protocol):
         self, named_params: NamedParams, config: LayoutConfig, device: torch.device | str = "cpu"
     ) -> Sequence[BufferHandle]: ...
 
-    # ddp level
+    # ddp and optimizer levels
     def wrap(self, module: torch.nn.Module, config: DDPConfig, group, agreement_group=None) -> DDPHandle: ...
 
     def make_optimizer(

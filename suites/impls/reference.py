@@ -15,10 +15,10 @@ from .protocol import NamedParams
 class ReferenceImplementation:
     name = "reference"
     version = reference.__version__
-    capabilities = frozenset({"layout", "buffer", "shards", "validation", "ddp"})
+    capabilities = frozenset({"layout", "buffer", "shards", "validation", "ddp", "optimizer"})
     unavailable = None
 
-    def unsupported(self, config: LayoutConfig) -> str | None:
+    def unsupported(self, config) -> str | None:
         return None
 
     def plan(self, named_params: NamedParams, config: LayoutConfig):

@@ -37,7 +37,7 @@ def check_no_sync_stays_local(ctx, policy: str) -> None:
     )
     tokens, labels = (t.to(ctx.device) for t in batch(case.seed, 0, 1, ctx.rank))
     loss_fn(ddp(tokens), labels).backward()
-    impl.finalize_model_grads([ddp])
+    ddp.finish_grad_sync()
     reduced = torch.cat([g.reshape(-1) for _, g, _ in owned_grad_pairs(ddp, ctx.rank)]).cpu()
     if policy == "packed":
         everyone = [torch.empty_like(reduced) for _ in range(ctx.world_size)]

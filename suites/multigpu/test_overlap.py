@@ -2,7 +2,9 @@
 
 The order is recorded from outside the implementation: a post-accumulate-grad
 hook on every param (registered after the implementation's own hooks) logs
-"grad", and the collectives the implementation calls log "collective".
+"grad", and the collectives the implementation calls log "collective". The
+second step is recorded: upstream dispatches the first step's collectives
+from ``finish_grad_sync`` while it learns which params get grads.
 """
 
 import contextlib
@@ -17,36 +19,40 @@ from .training import Side, global_token_count
 
 pytestmark = pytest.mark.requires("ddp")
 
-COLLECTIVES = ("all_reduce", "reduce_scatter_tensor")
+DEFAULT_PATCH_POINTS = [(dist, "all_reduce"), (dist, "reduce_scatter_tensor")]
 
 
 @contextlib.contextmanager
-def recording_collectives(events: list[str]):
-    originals = {name: getattr(dist, name) for name in COLLECTIVES}
+def recording_collectives(events: list[str], patch_points):
+    """Log "collective" whenever the implementation calls one of its collectives."""
+    originals = [(owner, attr, getattr(owner, attr)) for owner, attr in patch_points]
 
-    def wrap(name, fn):
-        def recorded(*args, **kwargs):
+    def recorded(fn):
+        def call(*args, **kwargs):
             events.append("collective")
             return fn(*args, **kwargs)
-        return recorded
+        return call
 
-    for name, fn in originals.items():
-        setattr(dist, name, wrap(name, fn))
+    for owner, attr, fn in originals:
+        setattr(owner, attr, recorded(fn))
     try:
         yield
     finally:
-        for name, fn in originals.items():
-            setattr(dist, name, fn)
+        for owner, attr, fn in originals:
+            setattr(owner, attr, fn)
 
 
 def check_launch_order(ctx, policy: str, overlap: bool) -> list[str]:
     case = Case(f"overlap-probe-{policy}", policy, overlap=overlap, bucket_size=TINY)
-    side = Side(case, ctx, load_implementation(ctx.impl_spec))
+    impl = load_implementation(ctx.impl_spec)
+    side = Side(case, ctx, impl)
+    side.sync(side.backward(0, global_token_count(case, 0, ctx.world_size)))  # warm-up step
+    side.zero_grad()
     events: list[str] = []
     for param in side.model.parameters():
         param.register_post_accumulate_grad_hook(lambda p: events.append("grad"))
-    with recording_collectives(events):
-        local = side.backward(0, global_token_count(case, 0, ctx.world_size))
+    with recording_collectives(events, getattr(impl, "collective_patch_points", DEFAULT_PATCH_POINTS)):
+        local = side.backward(1, global_token_count(case, 1, ctx.world_size))
         events.append("backward returned")
         side.sync(local)
     first = events.index("collective") if "collective" in events else None

@@ -5,7 +5,7 @@ import pytest
 from suites.impls import load_implementation
 
 from .cases import BY_NAME, CASES
-from .training import train_against_single_process, train_two_configs
+from .training import train_against_single_process, train_two_configs, unsupported
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -27,9 +27,14 @@ def check_distopt_equals_allreduce(ctx, allreduce: str, distopt: str) -> None:
 
 @pytest.mark.parametrize("case", SINGLE)
 def test_matches_single_process(ranks, impl, case):
+    if unsupported(impl, BY_NAME[case]):
+        pytest.skip(unsupported(impl, BY_NAME[case]))
     ranks.run(check_matches_single_process, case)
 
 
 @pytest.mark.parametrize("allreduce, distopt", PAIRS, ids=[a.removeprefix("allreduce-") for a, _ in PAIRS])
 def test_distributed_optimizer_equals_allreduce(ranks, impl, allreduce, distopt):
+    for name in (allreduce, distopt):
+        if unsupported(impl, BY_NAME[name]):
+            pytest.skip(unsupported(impl, BY_NAME[name]))
     ranks.run(check_distopt_equals_allreduce, allreduce, distopt)

@@ -5,7 +5,7 @@ import pytest
 from suites.impls import load_implementation
 
 from .cases import BY_NAME, CASE_IDS
-from .training import train_against_torch_ddp
+from .training import train_against_torch_ddp, unsupported
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -17,5 +17,7 @@ def check_matches_torch_ddp(ctx, case_name: str) -> int:
 
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_matches_torch_ddp(ranks, impl, case):
+    if unsupported(impl, BY_NAME[case]):
+        pytest.skip(unsupported(impl, BY_NAME[case]))
     steps = ranks.run(check_matches_torch_ddp, case)
     assert steps == [BY_NAME[case].steps] * ranks.world_size, f"steps compared per rank: got {steps}"

@@ -39,6 +39,39 @@ def owned_grad_pairs(ddp, rank: int):
                 yield name, buf.grad_data[a:b], slice(a - start, b - start)
 
 
+def unsupported(impl, case: Case) -> str | None:
+    """Why ``impl`` cannot run ``case``, or None."""
+    reason = impl.unsupported(case.ddp_config())
+    if reason:
+        return reason
+    needs = [what for what, used in (
+        ("a distributed optimizer", case.policy != "packed"), ("clipping", case.clip is not None),
+        ("num_tokens finalisation", case.num_tokens), ("fp32 main params", case.bf16),
+    ) if used]
+    if needs and "optimizer" not in impl.capabilities:
+        return f"{impl.name} does not provide the 'optimizer' level, which this case needs for {', '.join(needs)}"
+    return None
+
+
+class MainGradOptimizer:
+    """For implementations without the optimizer level: a torch optimizer fed from ``main_grad``.
+
+    Valid only for packed fp32 configurations, where every rank holds the full
+    reduced gradient in ``main_grad``.
+    """
+
+    def __init__(self, model: torch.nn.Module, case: Case) -> None:
+        self.params = list(model.parameters())
+        self.opt = case.make_torch_optimizer(self.params)
+
+    def step(self) -> None:
+        for p in self.params:
+            p.grad = p.main_grad
+        self.opt.step()
+        for p in self.params:
+            p.grad = None
+
+
 class Side:
     """One model being trained: the implementation under test, or an oracle."""
 
@@ -47,7 +80,11 @@ class Side:
         self.model = make_model(case.tied, case.dtype).to(ctx.device)
         if impl is not None:
             self.ddp = impl.wrap(self.model, case.ddp_config(), ctx.group, ctx.control_group)
-            self.opt = impl.make_optimizer(self.ddp, case.make_torch_optimizer, case.clip)
+            self.full_step = "optimizer" in impl.capabilities
+            if self.full_step:
+                self.opt = impl.make_optimizer(self.ddp, case.make_torch_optimizer, case.clip)
+            else:
+                self.opt = MainGradOptimizer(self.model, case)
         else:
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             self.ddp = torch.nn.parallel.DistributedDataParallel(
@@ -79,6 +116,9 @@ class Side:
     def sync(self, local_tokens: int) -> None:
         if self.impl is None:
             return
+        if not self.full_step:
+            self.ddp.finish_grad_sync()
+            return
         num_tokens = None
         if self.case.num_tokens:
             num_tokens = torch.tensor(local_tokens, dtype=torch.int64, device=self.ctx.device)
@@ -95,7 +135,7 @@ class Side:
 
     def zero_grad(self) -> None:
         if self.impl is not None:
-            self.opt.zero_grad()
+            self.ddp.zero_grad_buffer()
         else:
             self.opt.zero_grad(set_to_none=True)
 
