@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .buffer import Bucket, ParamAndGradBuffer
+from .collectives import reduce_scatter
 
 
 class GradSyncError(RuntimeError):
@@ -80,8 +81,7 @@ class BucketGroup:
             for m in self.members:
                 if self.reduce_scatter:
                     shard = m.buffer.grad_shards(m.bucket.index)[self.rank]
-                    dist.reduce_scatter_tensor(shard, m.bucket.grad_data, op=self.op, group=self.group,
-                                               async_op=True)
+                    reduce_scatter(shard, m.bucket.grad_data, op=self.op, group=self.group, async_op=True)
                 else:
                     dist.all_reduce(m.bucket.grad_data, op=self.op, group=self.group, async_op=True)
         self.handle = manager

@@ -25,6 +25,7 @@ import torch.distributed as dist
 from .agreement import DEFAULT_TIMEOUT, control_group, differences_from_rank0, gather_problems
 from .bucket_group import BucketGroup, GradSyncError, Member
 from .buffer import ParamAndGradBuffer, build_buffers
+from .collectives import all_gather
 from .config import DDPConfig
 
 
@@ -167,7 +168,7 @@ class DistributedDataParallel(torch.nn.Module):
         for buf in self.buffers:
             for bucket in buf.buckets:
                 own = buf.param_shards(bucket.index)[self.rank]
-                work = dist.all_gather_into_tensor(bucket.param_data, own, group=self.group, async_op=async_op)
+                work = all_gather(bucket.param_data, own, group=self.group, async_op=async_op)
                 if async_op:
                     self._param_gathers.append(work)
 

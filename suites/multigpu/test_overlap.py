@@ -19,7 +19,9 @@ from .training import Side, global_token_count
 
 pytestmark = pytest.mark.requires("ddp")
 
-DEFAULT_PATCH_POINTS = [(dist, "all_reduce"), (dist, "reduce_scatter_tensor")]
+DEFAULT_PATCH_POINTS = [
+    (dist, name) for name in ("all_reduce", "reduce_scatter_tensor", "reduce_scatter_single") if hasattr(dist, name)
+]
 
 
 @contextlib.contextmanager
