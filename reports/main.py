@@ -17,13 +17,15 @@ from typing import Sequence
 
 from tabulate import tabulate
 
+from benchmarks.step_time import measure as measure_step_time
+
 from . import overhead
 from .bench import run_benchmarks
 from .conformance import SuiteResult, run_suite
 from .writer import DEFAULT_ROOT, dump_json, write_run
 
 DEFAULT_IMPLS = ("reference", "megatron")
-DEFAULT_SUITES = ("suites/layout",)
+DEFAULT_SUITES = ("suites/layout", "suites/multigpu")
 
 
 def progress(message: str) -> None:
@@ -51,7 +53,15 @@ def conformance_markdown(results: list[SuiteResult]) -> str:
     return text
 
 
-def build_report(results: list[SuiteResult], overhead_rows: list[dict], planning: list[dict]) -> str:
+def step_time_markdown(row: dict) -> str:
+    shown = {k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in row.items()}
+    return tabulate([shown], headers="keys", tablefmt="github") + (
+        "\n\nratio = reference / torch DDP per round (median, quartiles); goal <= 1.05."
+    )
+
+
+def build_report(results: list[SuiteResult], overhead_rows: list[dict], planning: list[dict],
+                 step_time: dict) -> str:
     seed_rows = [r for r in overhead_rows if (r["model"], r["dp"]) in overhead.SEED_CLAIMS]
     return "\n\n".join([
         "# Bucketed gradient synchronization: conformance and layout report",
@@ -59,6 +69,8 @@ def build_report(results: list[SuiteResult], overhead_rows: list[dict], planning
         f"{platform.node() or 'unknown host'} ({platform.machine()}, Python {platform.python_version()}).",
         "## Conformance",
         conformance_markdown(results),
+        "## Step time: reference vs torch DDP (alternating rounds, one run)",
+        step_time_markdown(step_time),
         "## Planner speed (no tensor storage allocated)",
         tabulate(planning, headers="keys", tablefmt="github", floatfmt=".3f"),
         "## Padding overhead: the seed's table recomputed",
@@ -77,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", help=f"repeatable (default: {', '.join(DEFAULT_SUITES)})")
     parser.add_argument("--out", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed on to each suite run")
+    parser.add_argument("--rounds", type=int, default=40, help="step-time rounds (default 40)")
     args = parser.parse_args(argv)
     results = []
     for suite in args.suite or DEFAULT_SUITES:
@@ -90,11 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = overhead.overhead_table()
     progress("benchmarking the planner on real models")
     planning = run_benchmarks("benchmarks/test_planning.py")
-    report = build_report(results, rows, planning)
+    progress("timing reference vs torch DDP steps (2 gloo ranks)")
+    step_time = measure_step_time(rounds=args.rounds)
+    report = build_report(results, rows, planning, step_time)
     run = write_run({
         "report.md": report,
         "results.json": dump_json({
             "conformance": [asdict(r) for r in results], "overhead": rows, "planning": planning,
+            "step_time": step_time,
         }),
     }, root=args.out)
     print(report)

@@ -31,8 +31,9 @@ def test_write_run_is_atomic(tmp_path):
 
 def test_report_end_to_end(tmp_path, capsys):
     code = report_main(["--impl", "reference", "--suite", "suites/layout/test_golden.py",
-                        "--out", str(tmp_path)])
+                        "--out", str(tmp_path), "--rounds", "3"])
     assert code == 0
     report = (latest_run(tmp_path) / "report.md").read_text()
     assert "| suites/layout/test_golden.py | reference" in report, report[:1500]
     assert "palm-540b" in report and "seed claims" in report
+    assert "reference_median_ms" in report and "ratio_median" in report, "step-time section missing"

@@ -1,0 +1,71 @@
+"""Plain pytest: the parent drives one worker pool per world size and restarts a pool after any failure.
+
+A failed check may leave its ranks mid-collective or the group broken, so the
+next test gets fresh ranks rather than inheriting that state.
+"""
+
+from __future__ import annotations
+
+import atexit
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from .address import Address
+from .groups import pick_backend
+from .outcome import Outcome
+from .pool import PoolError, WorkerPool
+from .rewrite import rewritten_modules
+from .settings import Settings
+from .worker import Task
+
+
+class PlainLauncher:
+    mode = "plain"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._pools: dict[int, WorkerPool] = {}
+        atexit.register(self.close)  # a backstop: pytest_unconfigure closes the pools first
+
+    def backend(self, world_size: int) -> str:
+        return pick_backend(world_size)
+
+    def on_collected(self, nodeids: list[str]) -> None:
+        pass  # the parent is the only process that collects
+
+    def run(
+        self, world_size: int, fn: Callable[..., Any], address: Address, args: tuple, kwargs: dict
+    ) -> list[Outcome]:
+        pool = self._pool(world_size)
+        try:
+            outcomes = pool.run(Task(address, args, kwargs, rewritten_modules()), str(address))
+        except BaseException:
+            self._discard(world_size)
+            raise
+        if any(o.kind == "failed" for o in outcomes):
+            self._discard(world_size)
+        return outcomes
+
+    def close(self) -> None:
+        for world_size in list(self._pools):
+            self._pools.pop(world_size).close()
+
+    def _pool(self, world_size: int) -> WorkerPool:
+        if world_size not in self._pools:
+            pool = WorkerPool(replace(self.settings, world_size=world_size), self.backend(world_size))
+            try:
+                pool.start(rewritten_modules())
+            except PoolError as exc:
+                pool.close(graceful=False)
+                pytest.fail(str(exc), pytrace=False)
+            except BaseException:
+                pool.close(graceful=False)
+                raise
+            self._pools[world_size] = pool
+        return self._pools[world_size]
+
+    def _discard(self, world_size: int) -> None:
+        self._pools.pop(world_size).close(graceful=False)

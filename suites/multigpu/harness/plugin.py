@@ -1,0 +1,81 @@
+"""The harness as a pytest plugin: options, report header, the ``ranks`` fixture, set-up and tear-down.
+
+``suites/multigpu/conftest.py`` registers it for that suite. To use ``ranks``
+elsewhere, load it with ``-p suites.multigpu.harness.plugin``; under torchrun
+that also loads it before the session starts, so ranks other than 0 are quiet
+from the first line even when pytest is pointed above ``suites/multigpu``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .plain import PlainLauncher
+from .ranks import Launcher, Ranks
+from .settings import Settings, add_options, settings_from
+from .silence import log_dir, silence
+from .torchrun import TorchrunLauncher
+
+_SETTINGS = pytest.StashKey[Settings]()
+_LAUNCHER = pytest.StashKey[Launcher]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter and junitxml exist, so silence() finds them
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "world_size(n): run this test's checks on n ranks under plain pytest; under torchrun the test "
+        "is skipped unless torchrun started n processes",
+    )
+    settings = config.stash[_SETTINGS] = settings_from(config)
+    if settings.mode == "torchrun":
+        launcher = TorchrunLauncher(settings)
+        if launcher.rank != 0:
+            silence(config, launcher.rank)
+    else:
+        launcher = PlainLauncher(settings)
+    config.stash[_LAUNCHER] = launcher
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    settings, launcher = config.stash[_SETTINGS], config.stash[_LAUNCHER]
+    lines = [
+        (
+            f"multigpu: {settings.mode} mode, world size {settings.world_size}, "
+            f"backend {launcher.backend(settings.world_size)}"
+        ),
+        (
+            f"  timeouts: collectives {settings.pg_timeout:g} s (--pg-timeout), "
+            f"each check {settings.rank_timeout:g} s (--rank-timeout)"
+        ),
+    ]
+    if settings.mode == "torchrun" and settings.world_size > 1:
+        lines.append(f"  rank 0 reports; the other ranks log to {log_dir()}")
+    return lines
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[_LAUNCHER].on_collected([item.nodeid for item in session.items])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    launcher = config.stash.get(_LAUNCHER, None)
+    if launcher is not None:
+        launcher.close()
+
+
+@pytest.fixture
+def ranks(request: pytest.FixtureRequest) -> Ranks:
+    """Runs a check on every rank: ``ranks.run(check, *args)``; ``ranks.world_size`` ranks."""
+    settings = request.config.stash[_SETTINGS]
+    marker = request.node.get_closest_marker("world_size")
+    world_size = marker.args[0] if marker else settings.world_size
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size marker: got {world_size!r}, but should be a whole number of at least 1")
+    if settings.mode == "torchrun" and world_size != settings.world_size:
+        pytest.skip(f"needs world size {world_size}, got {settings.world_size} from torchrun")
+    return Ranks(request.config.stash[_LAUNCHER], world_size)

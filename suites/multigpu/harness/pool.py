@@ -1,0 +1,145 @@
+"""Plain-mode ranks: one spawned worker process per rank, started once and reused by every test.
+
+Starting a rank costs an ``import torch`` (over a second); running a check on
+a warm pool costs a pipe round trip. The parent never joins the process group
+itself, so it can always time out, kill and report a stuck or dead rank.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import shutil
+import tempfile
+import time
+from multiprocessing.connection import Connection, wait
+
+from . import worker
+from .outcome import Outcome
+from .settings import Settings
+
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+class PoolError(RuntimeError):
+    """The pool could not be started."""
+
+
+class WorkerPool:
+    def __init__(self, settings: Settings, backend: str) -> None:
+        self.settings, self.backend, self.world_size = settings, backend, settings.world_size
+        self._dir = tempfile.mkdtemp(prefix=f"ddpc-multigpu-ws{self.world_size}-")
+        self._conns: list[Connection] = []
+        self._procs: list[multiprocessing.process.BaseProcess] = []
+
+    def start(self, rewrite: frozenset[str]) -> None:
+        """Spawn the ranks and wait until every one has joined the group; raises PoolError otherwise."""
+        for rank in range(self.world_size):
+            parent_end, child_end = _SPAWN.Pipe()
+            proc = _SPAWN.Process(
+                target=worker.main,
+                args=(
+                    rank,
+                    self.settings,
+                    self.backend,
+                    os.path.join(self._dir, "store"),
+                    rewrite,
+                    child_end,
+                    os.getpid(),
+                ),
+                name=f"ddpc-rank-{rank}",
+            )
+            proc.start()
+            child_end.close()
+            self._conns.append(parent_end)
+            self._procs.append(proc)
+        self._expect("ready", self.settings.startup_timedelta.total_seconds() + 5.0)
+
+    def run(self, task: worker.Task, name: str) -> list[Outcome]:
+        """Every rank's outcome of ``task``; a rank that dies or overruns --rank-timeout fails."""
+        payload = pickle.dumps(task)
+        for rank, conn in enumerate(self._conns):
+            try:
+                conn.send_bytes(payload)
+            except OSError:
+                pass  # a dead rank; reported below
+        replies = self._collect(time.monotonic() + self.settings.rank_timeout)
+        return [
+            replies.get(rank)
+            or Outcome.failed(
+                rank,
+                f"{self._missing(rank, f'running {name}', self.settings.rank_timeout)}; "
+                "the pool is restarted for the next test",
+            )
+            for rank in range(self.world_size)
+        ]
+
+    def close(self, graceful: bool = True) -> None:
+        """Stop every rank: ask them to leave (if ``graceful``), then kill whatever is left."""
+        if graceful:
+            for conn in self._conns:
+                try:
+                    conn.send_bytes(pickle.dumps(None))
+                except OSError:
+                    pass
+            deadline = time.monotonic() + 5.0
+            for proc in self._procs:
+                proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5.0)
+        for conn in self._conns:
+            conn.close()
+        self._procs, self._conns = [], []
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _collect(self, deadline: float, stop_on_trouble: bool = False) -> dict[int, object]:
+        """Replies by rank until every rank has answered or died, or ``deadline`` passes.
+
+        ``stop_on_trouble``: return as soon as one rank dies or answers ``error``.
+        """
+        replies: dict[int, object] = {}
+        pending = set(range(self.world_size))
+        while pending:
+            waitables = {self._conns[r]: r for r in pending} | {self._procs[r].sentinel: r for r in pending}
+            ready = wait(list(waitables), timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            for rank in {waitables[obj] for obj in ready}:
+                conn = self._conns[rank]
+                try:
+                    if conn.poll():
+                        replies[rank] = conn.recv()
+                except (EOFError, OSError):
+                    pass
+                pending.discard(rank)  # answered, or died without answering
+                reply = replies.get(rank)
+                if stop_on_trouble and (reply is None or reply[0] == "error"):
+                    return replies
+        return replies
+
+    def _expect(self, what: str, seconds: float) -> None:
+        replies = self._collect(time.monotonic() + seconds, stop_on_trouble=True)
+        bad = [r for r in range(self.world_size) if not (r in replies and replies[r][0] == what)]
+        if not bad:
+            return
+        # A rank that failed or died explains the others, which only wait for it.
+        rank = next((r for r in bad if r in replies or not self._procs[r].is_alive()), bad[0])
+        reply = replies.get(rank)
+        detail = reply[1] if reply else self._missing(rank, "starting", seconds)
+        raise PoolError(
+            f"could not start rank {rank} of {self.world_size} (backend {self.backend}):\n{detail}"
+        )
+
+    def _missing(self, rank: int, doing: str, seconds: float) -> str:
+        """Why ``rank`` did not answer: it died, or it is still busy (and ``close`` kills it)."""
+        proc = self._procs[rank]
+        proc.join(0.1)  # a dead rank's exit code is there at once; a busy one is not worth waiting for
+        if proc.exitcode is not None:
+            return f"rank {rank} died (exit code {proc.exitcode}) while {doing}"
+        return (
+            f"rank {rank} was still {doing} after {seconds:g} s, so it is killed (timeouts: "
+            f"--pg-timeout={self.settings.pg_timeout:g} s, --rank-timeout={self.settings.rank_timeout:g} s)"
+        )

@@ -1,0 +1,58 @@
+"""``ranks``, what a test gets: run a check on every rank and get one result per rank.
+
+The same call works in both launch modes; the launcher behind it decides
+whether the check runs in this process (torchrun) or in the worker pool.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .address import Address, address_of
+from .outcome import Outcome, settle
+
+
+class Launcher(Protocol):
+    mode: str
+
+    def backend(self, world_size: int) -> str: ...
+
+    def on_collected(self, nodeids: list[str]) -> None: ...
+
+    def run(
+        self, world_size: int, fn: Callable[..., Any], address: Address, args: tuple, kwargs: dict
+    ) -> list[Outcome]: ...
+
+    def close(self) -> None: ...
+
+
+class Ranks:
+    def __init__(self, launcher: Launcher, world_size: int) -> None:
+        self._launcher = launcher
+        self.world_size = world_size
+        self.mode = launcher.mode
+        self.backend = launcher.backend(world_size)
+
+    def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> list[Any]:
+        """Call ``fn(ctx, *args, **kwargs)`` on every rank; the test passes only if every rank passes.
+
+        ``fn`` must be a module-level function and its arguments and return
+        value picklable. Returns the return values by rank. Any rank's failure
+        fails the test with every failing rank's traceback; otherwise any
+        rank's skip skips it. Call it the same way on every rank: under
+        torchrun the test body itself runs on every rank.
+        """
+        address = address_of(fn)
+        try:
+            pickle.dumps((args, kwargs))
+        except Exception as exc:
+            raise TypeError(
+                f"ranks.run: the arguments for {address} should be picklable (every rank gets "
+                f"a copy), but: {exc}"
+            ) from exc
+        return settle(self._launcher.run(self.world_size, fn, address, args, kwargs), str(address))
+
+    def __repr__(self) -> str:
+        return f"<ranks: {self.mode} mode, world size {self.world_size}, backend {self.backend}>"

@@ -1,0 +1,111 @@
+"""The harness's command-line options and how they combine with the launch environment.
+
+Checked once at configure time, so a bad value is a usage error before any
+process starts rather than a confusing hang later.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+WORLD_SIZE_ENV = "DDPC_WORLD_SIZE"
+DEFAULT_WORLD_SIZE = 2
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    """``"torchrun"``: this process is one rank; ``"plain"``: this process drives a worker pool."""
+    world_size: int
+    pg_timeout: float
+    """Seconds a collective waits for its peers (the process group's timeout)."""
+    rank_timeout: float
+    """Seconds the harness waits for every rank to finish one check; larger than ``pg_timeout``."""
+    impl_spec: str
+
+    @property
+    def pg_timedelta(self) -> timedelta:
+        return timedelta(seconds=self.pg_timeout)
+
+    @property
+    def rank_timedelta(self) -> timedelta:
+        return timedelta(seconds=self.rank_timeout)
+
+    @property
+    def startup_timedelta(self) -> timedelta:
+        """How long ranks wait for each other to start: imports and collection may take a while."""
+        return timedelta(seconds=max(self.rank_timeout, 60.0))
+
+
+def launched_by_torchrun(environ: Mapping[str, str] = os.environ) -> bool:
+    return all(name in environ for name in TORCHRUN_ENV)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("multigpu", "multi-process harness (suites/multigpu)")
+    group.addoption(
+        "--world-size",
+        type=int,
+        default=None,
+        help=f"ranks to start under plain pytest (default: ${WORLD_SIZE_ENV} or {DEFAULT_WORLD_SIZE}); "
+        "under torchrun the world size is torchrun's",
+    )
+    group.addoption(
+        "--pg-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a collective waits for the other ranks before it fails (default 60)",
+    )
+    group.addoption(
+        "--rank-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for every rank to finish one check, larger than --pg-timeout (default 120)",
+    )
+
+
+def settings_from(config: pytest.Config, environ: Mapping[str, str] = os.environ) -> Settings:
+    """The settings for this session; raises ``pytest.UsageError`` naming the bad value."""
+    pg_timeout = config.getoption("pg_timeout")
+    rank_timeout = config.getoption("rank_timeout")
+    if pg_timeout <= 0:
+        raise pytest.UsageError(
+            f"--pg-timeout: got {pg_timeout:g}, but should be a positive number of seconds"
+        )
+    if rank_timeout <= pg_timeout:
+        raise pytest.UsageError(
+            f"--rank-timeout: got {rank_timeout:g} s, but should be larger than --pg-timeout "
+            f"({pg_timeout:g} s), so a rank stuck in a collective reports its own timeout first"
+        )
+    requested = config.getoption("world_size")
+    if launched_by_torchrun(environ):
+        mode, world_size = "torchrun", int(environ["WORLD_SIZE"])
+        if requested is not None and requested != world_size:
+            raise pytest.UsageError(
+                f"--world-size: got {requested}, but torchrun started {world_size} processes; "
+                "drop the option or match --nproc-per-node"
+            )
+    else:
+        mode, world_size = "plain", _plain_world_size(requested, environ)
+    return Settings(mode, world_size, pg_timeout, rank_timeout, config.getoption("impl", "reference"))
+
+
+def _plain_world_size(requested: int | None, environ: Mapping[str, str]) -> int:
+    source, value = "--world-size", requested
+    if value is None and WORLD_SIZE_ENV in environ:
+        source, raw = f"${WORLD_SIZE_ENV}", environ[WORLD_SIZE_ENV]
+        try:
+            value = int(raw)
+        except ValueError:
+            raise pytest.UsageError(f"{source}: got {raw!r}, but should be a whole number") from None
+    if value is None:
+        return DEFAULT_WORLD_SIZE
+    if value < 1:
+        raise pytest.UsageError(f"{source}: got {value}, but should be at least 1")
+    return value

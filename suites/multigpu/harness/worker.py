@@ -1,0 +1,101 @@
+"""A plain-mode rank: a spawned process that joins the group once, then runs checks by name.
+
+It talks to the parent over one pipe: ``ready`` once it has joined the group
+(or ``error``), then one ``Outcome`` per pickled ``Task`` until it reads
+``None`` or the pipe closes. It never outlives the parent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import signal
+import sys
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any, NamedTuple
+
+from .address import Address, resolve
+from .outcome import Outcome, call_check
+from .rewrite import rewrite_on_import
+from .settings import Settings
+
+
+class Task(NamedTuple):
+    address: Address
+    args: tuple
+    kwargs: dict[str, Any]
+    rewrite: frozenset[str]
+    """Modules to import with assertion rewriting (see ``rewrite``)."""
+
+
+def main(
+    rank: int,
+    settings: Settings,
+    backend: str,
+    store_path: str,
+    rewrite: frozenset[str],
+    conn: Connection,
+    parent: int,
+) -> None:
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+    import torch.distributed as dist
+
+    from .groups import join, leave
+
+    torch.set_num_threads(1)
+    rewrite_on_import(rewrite)
+    try:
+        store = dist.FileStore(store_path, settings.world_size)
+        ctx = join(settings, rank=rank, local_rank=rank, backend=backend, store=store)
+    except Exception:  # noqa: BLE001 - any reason is reported to the parent
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ready",))
+    while (raw := _receive(conn)) is not None:
+        try:
+            task = pickle.loads(raw)
+        except Exception:  # noqa: BLE001 - any reason fails the test, not the worker
+            conn.send(
+                Outcome.failed(rank, f"rank {rank} could not unpickle the task:\n{traceback.format_exc()}")
+            )
+            continue
+        if task is None:
+            break
+        outcome = _run(ctx, task)
+        sys.stdout.flush()  # the check's output lands in the parent's capture before the test ends
+        sys.stderr.flush()
+        conn.send(outcome)
+    leave()
+
+
+def _receive(conn: Connection) -> bytes | None:
+    try:
+        return conn.recv_bytes()
+    except EOFError:  # the parent went away
+        return None
+
+
+def _run(ctx, task: Task) -> Outcome:
+    rewrite_on_import(task.rewrite)
+    try:
+        fn = resolve(task.address)
+    except Exception:  # noqa: BLE001 - any reason fails the test, not the worker
+        return Outcome.failed(
+            ctx.rank, f"rank {ctx.rank} could not import {task.address}:\n{traceback.format_exc()}"
+        )
+    return call_check(fn, ctx, task.args, task.kwargs, keep_warnings=True)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: get SIGKILL when the parent dies, even if it is killed before it can clean up."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)

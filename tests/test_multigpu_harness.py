@@ -1,0 +1,288 @@
+"""The multigpu harness from outside: both launch modes, and checks that fail, skip, die or hang on one rank.
+
+Each mode runs pytest once in a child process, on the suite's harness tests
+followed by the deliberately broken checks in tests/fakes/multirank_cases.py;
+the tests here read the outcomes back from the child's junit xml.
+"""
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from suites.multigpu.harness.address import address_of
+from suites.multigpu.harness.outcome import Outcome, settle
+from suites.multigpu.harness.pool import PoolError, WorkerPool
+from suites.multigpu.harness.settings import Settings, settings_from
+
+from .pytest_run import ROOT, run_pytest
+
+PLUGIN = ("-p", "suites.multigpu.harness.plugin")
+HARNESS_TESTS = "suites/multigpu/test_harness.py"
+HARNESS_TEST_NAMES = (
+    "test_all_reduce_of_rank_ids_is_their_sum",
+    "test_run_returns_each_ranks_value_in_rank_order",
+    "test_ring_exchange_needs_peers",
+    "test_control_group_is_separate_and_options_reach_every_rank",
+)
+FAKES = "tests/fakes/multirank_cases.py"
+# Short enough to keep this module quick, long enough for a healthy collective on a busy 2-core machine.
+PG_TIMEOUT, RANK_TIMEOUT = 1.5, 4.0
+TIMEOUTS = ("--pg-timeout", str(PG_TIMEOUT), "--rank-timeout", str(RANK_TIMEOUT))
+
+
+class Result(NamedTuple):
+    outcome: str
+    message: str
+    seconds: float
+
+
+def run_torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={nproc}",
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def junit_results(path: Path) -> dict[str, Result]:
+    results = {}
+    for case in ET.parse(path).iter("testcase"):
+        found = [e for e in case if e.tag in ("failure", "error", "skipped")]
+        outcome = found[0].tag if found else "passed"
+        message = "\n".join(f"{e.get('message', '')}\n{e.text or ''}" for e in found)
+        results[case.get("name")] = Result(outcome, message, float(case.get("time")))
+    return results
+
+
+def expect(results: dict[str, Result], test: str, outcome: str, *phrases: str) -> Result:
+    got = results[test]
+    assert got.outcome == outcome, f"{test}: got {got.outcome}, but should be {outcome}\n{got.message}"
+    for phrase in phrases:
+        assert phrase in got.message, f"{test}: got message without {phrase!r}:\n{got.message}"
+    return got
+
+
+# ---- in-process: the pieces that need no ranks ----
+
+
+def module_level_check(ctx):
+    return ctx
+
+
+def test_only_module_level_functions_can_be_sent_to_ranks():
+    assert address_of(module_level_check) == (__name__, "module_level_check")
+
+    def nested(ctx):
+        return ctx
+
+    for fn in (nested, lambda ctx: ctx):
+        with pytest.raises(TypeError, match="should be a module-level function"):
+            address_of(fn)
+
+
+def test_settle_fails_with_every_failing_ranks_traceback():
+    outcomes = [
+        Outcome.failed(0, "Traceback: zero"),
+        Outcome(1, "passed"),
+        Outcome.failed(2, "Traceback: two"),
+    ]
+    with pytest.raises(pytest.fail.Exception) as info:
+        settle(outcomes, "check_x")
+    message = str(info.value)
+    assert "check_x failed on rank 0, 2 of world size 3" in message, message
+    assert "Traceback: zero" in message and "Traceback: two" in message, message
+
+
+def test_settle_skips_on_one_ranks_skip_and_returns_values_by_rank():
+    with pytest.raises(pytest.skip.Exception, match="rank 1: too few GPUs"):
+        settle([Outcome(0, "passed"), Outcome(1, "skipped", "too few GPUs")], "check_x")
+    assert settle([Outcome(1, "passed", value="b"), Outcome(0, "passed", value="a")], "check_x") == ["a", "b"]
+
+
+class _Options:
+    def __init__(self, **options):
+        self.options = {"world_size": None, "pg_timeout": 60.0, "rank_timeout": 120.0, "impl": "x", **options}
+
+    def getoption(self, name, default=None):
+        return self.options.get(name, default)
+
+
+def test_settings_refuse_a_rank_timeout_shorter_than_the_pg_timeout():
+    with pytest.raises(
+        pytest.UsageError, match="--rank-timeout: got 30 s, but should be larger than --pg-timeout"
+    ):
+        settings_from(_Options(rank_timeout=30.0), environ={})
+
+
+def test_world_size_comes_from_option_env_or_torchrun():
+    assert settings_from(_Options(), environ={}).world_size == 2
+    assert settings_from(_Options(), environ={"DDPC_WORLD_SIZE": "3"}).world_size == 3
+    torchrun = {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": "localhost"}
+    assert settings_from(_Options(), environ=torchrun).mode == "torchrun"
+    with pytest.raises(pytest.UsageError, match="got 2, but torchrun started 4 processes"):
+        settings_from(_Options(world_size=2), environ=torchrun)
+
+
+def test_a_pool_that_cannot_start_names_the_rank_and_why():
+    pool = WorkerPool(Settings("plain", 2, PG_TIMEOUT, RANK_TIMEOUT, "reference"), backend="no-such-backend")
+    try:
+        with pytest.raises(
+            PoolError, match=r"could not start rank \d of 2 \(backend no-such-backend\)"
+        ) as info:
+            pool.start(frozenset())
+    finally:
+        pool.close(graceful=False)
+    assert "no-such-backend" in str(info.value).split("\n", 1)[1], str(info.value)
+
+
+# ---- plain pytest: the parent drives a worker pool ----
+# One child run: the suite's own harness tests, then the broken checks (with
+# -p as well as the suite's conftest, which must not register the plugin twice).
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, Result]]:
+    xml = tmp_path_factory.mktemp("plain") / "junit.xml"
+    proc = run_pytest(*PLUGIN, HARNESS_TESTS, FAKES, "--world-size", "2", *TIMEOUTS, f"--junitxml={xml}")
+    assert proc.returncode == 1, (
+        f"got exit {proc.returncode}, but should be 1 (failures)\n{proc.stdout[-3000:]}"
+    )
+    return proc, junit_results(xml)
+
+
+def test_plain_mode_passes_the_harness_tests_at_world_size_2(plain):
+    proc, results = plain
+    assert "multigpu: plain mode, world size 2, backend gloo" in proc.stdout, proc.stdout[:1500]
+    for test in HARNESS_TEST_NAMES:
+        expect(results, test, "passed")
+
+
+def test_plain_mode_at_world_size_1_skips_what_needs_peers(plain):
+    expect(
+        plain[1],
+        "test_at_world_size_1_peers_are_missing",
+        "skipped",
+        "needs at least 2 ranks, got world size 1",
+    )
+
+
+def test_plain_a_failure_on_rank_1_fails_the_test_with_its_traceback(plain):
+    got = expect(
+        plain[1],
+        "test_fails_on_rank_1",
+        "failure",
+        "failed on rank 1 of world size 2",
+        "got rank 1, which fails on purpose",
+    )
+    assert "rank 0 ---" not in got.message, got.message
+
+
+def test_plain_a_skip_on_one_rank_skips_the_test(plain):
+    expect(plain[1], "test_skips_on_rank_1", "skipped", "rank 1: rank 1 skips on purpose")
+
+
+def test_plain_a_rank_raising_before_a_collective_fails_on_the_pg_timeout(plain):
+    got = expect(
+        plain[1],
+        "test_rank_1_raises_before_a_collective",
+        "failure",
+        "failed on rank 0, 1 of world size 2",
+        "rank 1 raises before the collective",
+        "Timed out",
+    )
+    assert got.seconds < RANK_TIMEOUT + 10, f"got {got.seconds:.1f} s, but should end soon after --pg-timeout"
+
+
+def test_plain_a_dead_or_stuck_rank_fails_the_test_and_is_named(plain):
+    expect(plain[1], "test_dies_on_rank_1", "failure", "rank 1 died (exit code 3)")
+    hung = expect(plain[1], "test_hangs_on_rank_0", "failure", "rank 0 was still running", "so it is killed")
+    assert hung.seconds < RANK_TIMEOUT + 10, (
+        f"got {hung.seconds:.1f} s, but should end soon after --rank-timeout"
+    )
+
+
+def test_plain_the_pool_is_restarted_after_failures(plain):
+    expect(plain[1], "test_passes_after_a_failure", "passed")
+    expect(plain[1], "test_after_the_timeout", "passed")
+
+
+# ---- torchrun: every rank runs the session ----
+
+
+@pytest.fixture(scope="module")
+def torchrun(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, Result]]:
+    xml = tmp_path_factory.mktemp("torchrun") / "junit.xml"
+    proc = run_torchrun(
+        *PLUGIN, HARNESS_TESTS, FAKES, "-k", "not dies and not hangs", *TIMEOUTS, f"--junitxml={xml}"
+    )
+    assert proc.returncode == 1, f"got exit {proc.returncode}, but should be 1\n{proc.stdout[-3000:]}"
+    return proc, junit_results(xml)
+
+
+def test_torchrun_passes_the_harness_tests_and_only_rank_0_reports(torchrun):
+    proc, results = torchrun
+    assert "multigpu: torchrun mode, world size 2, backend gloo" in proc.stdout, proc.stdout[:1500]
+    for test in HARNESS_TEST_NAMES:
+        expect(results, test, "passed")
+    sessions = proc.stdout.count("test session starts")
+    assert sessions == 1, f"got {sessions} session headers on the terminal, but should be 1 (rank 0's)"
+
+
+def test_torchrun_every_rank_agrees_on_a_failure_or_skip_on_one_rank(torchrun):
+    results = torchrun[1]
+    expect(
+        results,
+        "test_fails_on_rank_1",
+        "failure",
+        "failed on rank 1 of world size 2",
+        "got rank 1, which fails on purpose",
+    )
+    expect(results, "test_skips_on_rank_1", "skipped", "rank 1: rank 1 skips on purpose")
+    expect(results, "test_passes_after_a_failure", "passed")
+    expect(
+        results,
+        "test_at_world_size_1_peers_are_missing",
+        "skipped",
+        "needs world size 1, got 2 from torchrun",
+    )
+
+
+def test_torchrun_a_timeout_breaks_the_group_and_later_tests_fail_fast(torchrun):
+    results = torchrun[1]
+    expect(
+        results,
+        "test_rank_1_raises_before_a_collective",
+        "failure",
+        "failed on rank 0, 1 of world size 2",
+        "rank 1 raises before the collective",
+        "Timed out",
+    )
+    after = expect(results, "test_after_the_timeout", "failure", "process group broken by an earlier timeout")
+    assert after.seconds < 1.0, f"got {after.seconds:.1f} s, but should fail at once"
+
+
+def test_torchrun_refuses_to_run_when_ranks_collect_different_tests():
+    proc = run_torchrun(*PLUGIN, "tests/fakes/multirank_uneven.py")
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    output = proc.stdout + proc.stderr
+    assert "collection differs between ranks" in output, output[-3000:]
+    assert "test_only_on_rank_1" in output, output[-3000:]
