@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from .bucket_group import GradSyncError
-from .clip import clip_by_total_norm, grad_norm
+from .clip import clip_by_total_norm, count_zeros, grad_norm
 from .ddp import DistributedDataParallel
 
 MakeOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
@@ -27,6 +27,11 @@ class Slot:
     main: torch.Tensor  # fp32 tensor the torch optimizer steps
     grad: torch.Tensor  # reduced grad (a view into the grad buffer)
     model: torch.Tensor  # where updated values go (param data or the rank's param shard)
+    param_spans: list[tuple[int, int]]  # [start, end) of param elements in ``grad`` (no padding)
+
+    def param_grads(self) -> list[torch.Tensor]:
+        flat = self.grad.reshape(-1)
+        return [flat[a:b] for a, b in self.param_spans]
 
 
 class ReferenceOptimizer:
@@ -46,16 +51,23 @@ class ReferenceOptimizer:
         for buf in self.ddp.buffers:
             for param in buf.params.values():
                 model = param.data
-                slots.append(Slot(model if model.dtype == torch.float32 else model.float(), param.main_grad, model))
+                main = model if model.dtype == torch.float32 else model.float()
+                slots.append(Slot(main, param.main_grad, model, [(0, param.numel())]))
         return slots
 
     def _shard_slots(self) -> list[Slot]:
         rank, slots = self.ddp.rank, []
         for buf in self.ddp.buffers:
             for bucket in buf.buckets:
+                lo, hi = buf.owned_range(bucket.index, rank)
+                spans = [
+                    (max(start, lo) - lo, min(end, hi) - lo)
+                    for start, end, b in buf.layout.param_index_map.values()
+                    if b == bucket.index and max(start, lo) < min(end, hi)
+                ]
                 shard = buf.param_shards(bucket.index)[rank]
                 main = shard if shard.dtype == torch.float32 else shard.float()
-                slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard))
+                slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, sorted(spans)))
         return slots
 
     @property
@@ -70,11 +82,10 @@ class ReferenceOptimizer:
                 "optimizer step before gradients are finished: got step() with grad sync "
                 "outstanding, but should call finish_grad_sync() or finalize_model_grads() first"
             )
-        grads = [s.grad for s in self.slots]
         norm = None
         if self.max_grad_norm is not None:
-            norm = grad_norm(grads, self.norm_type, self.norm_group)
-            clip_by_total_norm(grads, self.max_grad_norm, norm)
+            norm = grad_norm(self.grads_for_norm(), self.norm_type, self.norm_group)
+            clip_by_total_norm([s.grad for s in self.slots], self.max_grad_norm, norm)
         for slot in self.slots:
             slot.main.grad = slot.grad if slot.grad.dtype == torch.float32 else slot.grad.float()
         self.optimizer.step()
@@ -92,4 +103,9 @@ class ReferenceOptimizer:
         self.ddp.zero_grad_buffer()
 
     def grads_for_norm(self) -> Sequence[torch.Tensor]:
-        return [s.grad for s in self.slots]
+        """Param elements only: padding is never part of a norm or a zero count."""
+        return [g for s in self.slots for g in s.param_grads()]
+
+    def count_zeros(self) -> int:
+        """Zero gradient elements over the whole model (each counted once, padding excluded)."""
+        return count_zeros(self.grads_for_norm(), self.norm_group)

@@ -120,6 +120,9 @@ class OptimizerHandle(Protocol):
 
     def zero_grad(self) -> None: ...
 
+    def count_zeros(self) -> int:
+        """Zero gradient elements over the whole model, each once, padding excluded."""
+
 
 MakeTorchOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 
@@ -145,7 +148,8 @@ class Implementation(Protocol):
     def wrap(self, module: torch.nn.Module, config: DDPConfig, group, agreement_group=None) -> DDPHandle: ...
 
     def make_optimizer(
-        self, ddp: DDPHandle, make_optimizer: MakeTorchOptimizer, max_grad_norm: float | None = None
+        self, ddp: DDPHandle, make_optimizer: MakeTorchOptimizer, max_grad_norm: float | None = None,
+        norm_type: float = 2.0,
     ) -> OptimizerHandle: ...
 
     def finalize_model_grads(self, models: Sequence[DDPHandle], num_tokens: torch.Tensor | None = None) -> None: ...

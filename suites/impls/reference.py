@@ -32,8 +32,8 @@ class ReferenceImplementation:
     def wrap(self, module, config, group, agreement_group=None) -> DistributedDataParallel:
         return DistributedDataParallel(module, config, group, agreement_group=agreement_group)
 
-    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None) -> ReferenceOptimizer:
-        return ReferenceOptimizer(ddp, make_optimizer, max_grad_norm)
+    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> ReferenceOptimizer:
+        return ReferenceOptimizer(ddp, make_optimizer, max_grad_norm, norm_type)
 
     def finalize_model_grads(self, models, num_tokens=None) -> None:
         finalize_model_grads(models, num_tokens)

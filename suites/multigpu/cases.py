@@ -28,6 +28,8 @@ class Case:
     bf16: bool = False
     tied: bool = False
     clip: float | None = None
+    norm_type: float = 2.0
+    overlap_param_gather: bool = False
     num_tokens: bool = False
     optimizer: str = "sgd"
     buckets_per_group: int = 1
@@ -44,6 +46,7 @@ class Case:
             bucket_size=self.bucket_size,
             disable_bucketing=self.bucket_size is None,
             overlap_grad_reduce=self.overlap,
+            overlap_param_gather=self.overlap_param_gather,
             average_in_collective=self.average_in_collective,
             grad_reduce_in_fp32=self.bf16,
             calculate_per_token_loss=self.num_tokens,
@@ -74,6 +77,7 @@ def _matrix() -> list[Case]:
             ("bf16-fp32-grads", dict(bf16=True)),
             ("tied-embedding", dict(tied=True)),
             ("clip", dict(clip=0.05)),
+            ("clip-inf-norm", dict(clip=2e-3, norm_type=float("inf"))),
             ("num-tokens", dict(num_tokens=True)),
             ("adam", dict(optimizer="adam")),
             ("bucket-groups", dict(buckets_per_group=3)),
@@ -84,6 +88,9 @@ def _matrix() -> list[Case]:
     cases += [
         Case("distopt-high-busbw", "high-busbw"),
         Case("distopt-shard-aligned", "shard-aligned", bucket_size=MID),
+        Case("distopt-overlap-param-gather", "padded", overlap_param_gather=True),
+        Case("distopt-overlap-param-gather-adam-microbatches", "padded", overlap_param_gather=True,
+             optimizer="adam", microbatches=2),
     ]
     return cases
 

@@ -82,7 +82,7 @@ class Side:
             self.ddp = impl.wrap(self.model, case.ddp_config(), ctx.group, ctx.control_group)
             self.full_step = "optimizer" in impl.capabilities
             if self.full_step:
-                self.opt = impl.make_optimizer(self.ddp, case.make_torch_optimizer, case.clip)
+                self.opt = impl.make_optimizer(self.ddp, case.make_torch_optimizer, case.clip, case.norm_type)
             else:
                 self.opt = MainGradOptimizer(self.model, case)
         else:
@@ -96,8 +96,9 @@ class Side:
         return dict(self.model.named_parameters())
 
     def backward(self, step: int, global_tokens: int) -> int:
-        """All microbatches of ``step``; returns the local token count."""
+        """All microbatches of ``step``; returns the local token count (losses kept in ``self.losses``)."""
         case, local = self.case, 0
+        self.losses = []
         for micro in range(case.microbatches):
             tokens, labels = batch(case.seed, step, micro, self.ctx.rank, ragged=case.num_tokens)
             tokens, labels = tokens.to(self.ctx.device), labels.to(self.ctx.device)
@@ -110,6 +111,7 @@ class Side:
                 else:
                     loss = loss_fn(logits, labels, "sum" if case.num_tokens else "mean")
                 loss.backward()
+            self.losses.append(loss.detach())
             local += tokens_in(labels)
         return local
 
@@ -129,9 +131,17 @@ class Side:
             return self.opt.step()
         norm = None
         if self.case.clip is not None:
-            norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.case.clip))
+            norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.case.clip,
+                                                        norm_type=self.case.norm_type))
         self.opt.step()
         return norm
+
+    def settle_params(self, step: int) -> torch.Tensor | None:
+        """With overlapped param gathers, params arrive with the next forward: run one, return its logits."""
+        if self.impl is None or not self.case.overlap_param_gather:
+            return None
+        with torch.no_grad():
+            return self.ddp(batch(self.case.seed, step, 0, self.ctx.rank)[0].to(self.ctx.device))
 
     def zero_grad(self) -> None:
         if self.impl is not None:
@@ -158,9 +168,16 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
         ours.sync(ours.backward(step, total))
         theirs.backward(step, total)
         their_params = theirs.params()
+        if not case.num_tokens:  # (torch's side rescales its loss for num_tokens)
+            for micro, (got, want) in enumerate(zip(ours.losses, theirs.losses)):
+                assert_close(got, want, tol, f"step {step} rank {ctx.rank} microbatch {micro} loss")
         for name, got, where in owned_grad_pairs(ours.ddp, ctx.rank):
             want = their_params[name].grad.reshape(-1)[where]
             assert_close(got, want, tol, f"step {step} rank {ctx.rank} grad of {name}")
+        if ours.full_step and not case.bf16:  # bf16 grads underflow to zero where fp32 ones do not
+            zeros = sum(int((p.grad == 0).sum()) for p in their_params.values())
+            got_zeros = ours.opt.count_zeros()
+            assert got_zeros == zeros, f"step {step} zero grad elements: got {got_zeros}, but should be {zeros}"
         norm, their_norm = ours.step(), theirs.step()
         if case.clip is not None:
             assert norm is not None and norm > case.clip, (
@@ -169,6 +186,11 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
             assert abs(norm - their_norm) <= 1e-5 * their_norm, (
                 f"step {step} grad norm: got {norm}, but should be {their_norm} (torch clip_grad_norm_)"
             )
+        logits = ours.settle_params(step)
+        if logits is not None:  # forward must have waited for the all-gather
+            with torch.no_grad():
+                want = theirs.model(batch(case.seed, step, 0, ctx.rank)[0].to(ctx.device))
+            assert_close(logits, want, tol, f"step {step} rank {ctx.rank} logits of the forward after the step")
         for name, param in ours.params().items():
             assert_close(param, their_params[name], tol, f"step {step} rank {ctx.rank} param {name}")
         ours.zero_grad()
@@ -196,8 +218,9 @@ def train_against_single_process(ctx, impl, case: Case) -> None:
                     loss = loss + loss_fn(local(tokens), labels) / ctx.world_size
             loss.backward()
         ours.step()
+        ours.settle_params(step)
         if case.clip is not None:
-            torch.nn.utils.clip_grad_norm_(local.parameters(), case.clip)
+            torch.nn.utils.clip_grad_norm_(local.parameters(), case.clip, norm_type=case.norm_type)
         opt.step()
         opt.zero_grad(set_to_none=True)
         ours.zero_grad()
@@ -214,6 +237,7 @@ def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> No
         for side in (a, b):
             side.sync(side.backward(step, total))
             side.step()
+            side.settle_params(step)
             side.zero_grad()
         for name, param in a.params().items():
             assert_close(b.params()[name], param, tol,
