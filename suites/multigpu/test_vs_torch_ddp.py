@@ -5,7 +5,8 @@ import pytest
 from suites.impls import load_implementation
 
 from .cases import BY_NAME, CASE_IDS
-from .training import train_against_torch_ddp, unsupported
+from .models import make_model
+from .training import first_step_grads_against_torch_ddp, train_against_torch_ddp, unsupported
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -13,6 +14,22 @@ pytestmark = pytest.mark.requires("ddp")
 def check_matches_torch_ddp(ctx, case_name: str) -> int:
     records = train_against_torch_ddp(ctx, load_implementation(ctx.impl_spec), BY_NAME[case_name])
     return len(records)
+
+
+def check_grad_sync_matches_torch_ddp(ctx, case_name: str) -> int:
+    return first_step_grads_against_torch_ddp(ctx, load_implementation(ctx.impl_spec), BY_NAME[case_name])
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_grad_sync_matches_torch_ddp(ranks, impl, case):
+    """The ddp level alone: one step's reduced grads, so peers without an optimizer level are checked too."""
+    if unsupported(impl, BY_NAME[case], grads_only=True):
+        pytest.skip(unsupported(impl, BY_NAME[case], grads_only=True))
+    compared = ranks.run(check_grad_sync_matches_torch_ddp, case)
+    numel = sum(p.numel() for p in make_model(BY_NAME[case].tied).parameters())
+    # All-reduce: every rank holds every grad; distributed optimizer: each element on exactly one rank.
+    want = numel * ranks.world_size if BY_NAME[case].policy == "packed" else numel
+    assert sum(compared) == want, f"grad elements compared over all ranks: got {compared}, but should sum to {want}"
 
 
 @pytest.mark.parametrize("case", CASE_IDS)

@@ -39,14 +39,15 @@ def owned_grad_pairs(ddp, rank: int):
                 yield name, buf.grad_data[a:b], slice(a - start, b - start)
 
 
-def unsupported(impl, case: Case) -> str | None:
-    """Why ``impl`` cannot run ``case``, or None."""
+def unsupported(impl, case: Case, grads_only: bool = False) -> str | None:
+    """Why ``impl`` cannot run ``case`` (or just its grad sync), or None."""
     reason = impl.unsupported(case.ddp_config())
     if reason:
         return reason
     needs = [what for what, used in (
-        ("a distributed optimizer", case.policy != "packed"), ("clipping", case.clip is not None),
-        ("num_tokens finalisation", case.num_tokens), ("fp32 main params", case.bf16),
+        ("a distributed optimizer", case.policy != "packed" and not grads_only),
+        ("clipping", case.clip is not None and not grads_only),
+        ("num_tokens finalisation", case.num_tokens), ("fp32 main params", case.bf16 and not grads_only),
     ) if used]
     if needs and "optimizer" not in impl.capabilities:
         return f"{impl.name} does not provide the 'optimizer' level, which this case needs for {', '.join(needs)}"
@@ -158,6 +159,25 @@ def global_token_count(case: Case, step: int, world_size: int) -> int:
     )
 
 
+def compare_grads(ctx, ours: Side, theirs: Side, tol, step: int) -> int:
+    """Our reduced grads (the elements this rank owns) against torch DDP's; returns elements compared."""
+    their_params, compared = theirs.params(), 0
+    for name, got, where in owned_grad_pairs(ours.ddp, ctx.rank):
+        want = their_params[name].grad.reshape(-1)[where]
+        assert_close(got, want, tol, f"step {step} rank {ctx.rank} grad of {name}")
+        compared += got.numel()
+    return compared
+
+
+def first_step_grads_against_torch_ddp(ctx, impl, case: Case) -> int:
+    """The grad sync alone (ddp level, no optimizer): one step's reduced grads against torch DDP's."""
+    ours, theirs = Side(case, ctx, impl), Side(case, ctx)
+    total = global_token_count(case, 0, ctx.world_size)
+    ours.sync(ours.backward(0, total))
+    theirs.backward(0, total)
+    return compare_grads(ctx, ours, theirs, tolerance(case.bitwise(ctx.world_size), case.bf16), 0)
+
+
 def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
     """Train both sides ``case.steps`` steps; raise on the first mismatch."""
     ours, theirs = Side(case, ctx, impl), Side(case, ctx)
@@ -171,9 +191,7 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
         if not case.num_tokens:  # (torch's side rescales its loss for num_tokens)
             for micro, (got, want) in enumerate(zip(ours.losses, theirs.losses)):
                 assert_close(got, want, tol, f"step {step} rank {ctx.rank} microbatch {micro} loss")
-        for name, got, where in owned_grad_pairs(ours.ddp, ctx.rank):
-            want = their_params[name].grad.reshape(-1)[where]
-            assert_close(got, want, tol, f"step {step} rank {ctx.rank} grad of {name}")
+        compare_grads(ctx, ours, theirs, tol, step)
         if ours.full_step and not case.bf16:  # bf16 grads underflow to zero where fp32 ones do not
             zeros = sum(int((p.grad == 0).sum()) for p in their_params.values())
             got_zeros = ours.opt.count_zeros()
