@@ -154,14 +154,10 @@ class MegatronCoreImplementation:
         reason = self.unsupported(config)
         if reason:
             raise ValueError(f"config: {reason}")
-        distributed, high_busbw = POLICY_FLAGS[config.policy]
-        ddp_config = self._config_cls(
-            use_distributed_optimizer=distributed,
-            pad_buckets_for_high_nccl_busbw=high_busbw,
+        ddp_config = self._ddp_config(
+            config,
             overlap_grad_reduce=config.overlap_grad_reduce,
-            bucket_size=config.bucket_size,
             average_in_collective=config.average_in_collective,
-            grad_reduce_in_fp32=config.grad_reduce_in_fp32,
         )
         transformer_config = TransformerConfig(
             num_layers=1, hidden_size=8, num_attention_heads=1,
@@ -182,14 +178,19 @@ class MegatronCoreImplementation:
     def build(self, named_params: NamedParams, config: LayoutConfig, device="cpu"):
         return self._buffers(named_params, config, device)
 
-    def _buffers(self, named_params: NamedParams, config: LayoutConfig, device) -> list:
+    def _ddp_config(self, config, **extra):
+        """Upstream's config for our ``LayoutConfig`` or ``DDPConfig`` (policy -> two flags)."""
         distributed, high_busbw = POLICY_FLAGS[config.policy]
-        ddp_config = self._config_cls(
+        return self._config_cls(
             use_distributed_optimizer=distributed,
             pad_buckets_for_high_nccl_busbw=high_busbw,
             grad_reduce_in_fp32=config.grad_reduce_in_fp32,
             bucket_size=config.bucket_size,
+            **extra,
         )
+
+    def _buffers(self, named_params: NamedParams, config: LayoutConfig, device) -> list:
+        ddp_config = self._ddp_config(config)
         names, groups = {}, {}
         for name, param in named_params:
             if device == "meta" and param.device.type != "meta":
