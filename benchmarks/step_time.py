@@ -10,16 +10,13 @@ per-round ratios, with its interquartile range. Goal: <= 1.05 at world size 2.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import statistics
-import tempfile
 import time
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from .launch import BenchContext, run_on_ranks
 
 BUCKET_MIB = 4
 
@@ -32,16 +29,17 @@ def make_model(width: int, depth: int) -> torch.nn.Module:
     return torch.nn.Sequential(*layers)
 
 
-def _steppers(width: int, depth: int, overlap: bool):
+def _steppers(ctx: BenchContext, width: int, depth: int, overlap: bool):
     from reference.config import DDPConfig
     from reference.ddp import DistributedDataParallel
     from reference.optimizer import ReferenceOptimizer
 
-    ours_model, torch_model = make_model(width, depth), make_model(width, depth)
+    ours_model, torch_model = make_model(width, depth).to(ctx.device), make_model(width, depth).to(ctx.device)
     config = DDPConfig(overlap_grad_reduce=overlap, bucket_size=BUCKET_MIB * 2**20 // 4)
-    ours = DistributedDataParallel(ours_model, config)
+    ours = DistributedDataParallel(ours_model, config, ctx.group)
     ours_opt = ReferenceOptimizer(ours, lambda ps: torch.optim.SGD(ps, lr=1e-3))
-    theirs = torch.nn.parallel.DistributedDataParallel(torch_model, bucket_cap_mb=BUCKET_MIB)
+    device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    theirs = torch.nn.parallel.DistributedDataParallel(torch_model, device_ids=device_ids, bucket_cap_mb=BUCKET_MIB)
     theirs_opt = torch.optim.SGD(torch_model.parameters(), lr=1e-3)
 
     def ours_step(x):
@@ -58,42 +56,38 @@ def _steppers(width: int, depth: int, overlap: bool):
     return ours_step, theirs_step
 
 
-def _rank(rank: int, world_size: int, store: str, args: dict, out: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=120))
-    ours_step, theirs_step = _steppers(args["width"], args["depth"], args["overlap"])
-    x = torch.randn(args["batch"], args["width"], generator=torch.Generator().manual_seed(rank))
+def time_steps(ctx: BenchContext, args: dict) -> dict[str, list[float]]:
+    """Per-step seconds of each implementation on this rank, alternating which goes first."""
+    ours_step, theirs_step = _steppers(ctx, args["width"], args["depth"], args["overlap"])
+    x = torch.randn(args["batch"], args["width"], generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
     times = {"reference": [], "torch": []}
     for i in range(args["warmup"] + args["rounds"]):
-        for name, step in (("reference", ours_step), ("torch", theirs_step)) if i % 2 else (
-            ("torch", theirs_step), ("reference", ours_step)
-        ):
+        order = (("reference", ours_step), ("torch", theirs_step))
+        for name, step in order if i % 2 else reversed(order):
+            ctx.sync()
             start = time.perf_counter()
             step(x)
+            ctx.sync()
             if i >= args["warmup"]:
                 times[name].append(time.perf_counter() - start)
-    if rank == 0:
-        with open(out, "w") as fh:
-            json.dump(times, fh)
-    dist.destroy_process_group()
+    return times
 
 
 def measure(world_size: int = 2, width: int = 1024, depth: int = 6, batch: int = 32, rounds: int = 20,
             warmup: int = 3, overlap: bool = True) -> dict:
     """Time both implementations side by side; returns per-step medians and the ratio's spread."""
     args = dict(width=width, depth=depth, batch=batch, rounds=rounds, warmup=warmup, overlap=overlap)
-    with tempfile.TemporaryDirectory() as tmp:
-        store, out = os.path.join(tmp, "store"), os.path.join(tmp, "times.json")
-        mp.start_processes(_rank, args=(world_size, store, args, out), nprocs=world_size, start_method="spawn")
-        with open(out) as fh:
-            times = json.load(fh)
+    return summarize(run_on_ranks(time_steps, world_size, args)[0], args, world_size)  # rank 0's clock
+
+
+def summarize(times: dict[str, list[float]], args: dict, world_size: int) -> dict:
+    """Medians and the per-round ratio's median and quartiles."""
     ratios = sorted(a / b for a, b in zip(times["reference"], times["torch"]))
-    q1, _, q3 = statistics.quantiles(ratios, n=4)
-    params = width * width * depth + width * depth
+    q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+    params = args["width"] * args["width"] * args["depth"] + args["width"] * args["depth"]
     return {
-        "world_size": world_size, "backend": "gloo", "params": params, "bucket_mib": BUCKET_MIB,
-        "overlap": overlap, "rounds": rounds,
+        "world_size": world_size, "params": params, "bucket_mib": BUCKET_MIB,
+        "overlap": args["overlap"], "rounds": args["rounds"],
         "reference_median_ms": 1e3 * statistics.median(times["reference"]),
         "torch_ddp_median_ms": 1e3 * statistics.median(times["torch"]),
         "ratio_median": statistics.median(ratios), "ratio_q1": q1, "ratio_q3": q3,

@@ -1,5 +1,7 @@
 """The report job: overhead figures worked by hand, atomic run directories, an end-to-end smoke."""
 
+import json
+
 import pytest
 
 from reports import overhead
@@ -29,11 +31,22 @@ def test_write_run_is_atomic(tmp_path):
     assert latest_run(tmp_path) == first, "latest should still point at the last good run"
 
 
-def test_report_end_to_end(tmp_path, capsys):
-    code = report_main(["--impl", "reference", "--suite", "suites/layout/test_golden.py",
-                        "--out", str(tmp_path), "--rounds", "3"])
+def test_report_smoke_end_to_end(tmp_path):
+    """The main job in smoke mode: every benchmark once, correct results, a complete run directory."""
+    code = report_main(["--smoke", "--impl", "reference", "--suite", "suites/layout/test_golden.py",
+                        "--out", str(tmp_path)])
     assert code == 0
-    report = (latest_run(tmp_path) / "report.md").read_text()
+    run = latest_run(tmp_path)
+    report = (run / "report.md").read_text()
+    results = json.loads((run / "results.json").read_text())
     assert "| suites/layout/test_golden.py | reference" in report, report[:1500]
-    assert "palm-540b" in report and "seed claims" in report
-    assert "reference_median_ms" in report and "ratio_median" in report, "step-time section missing"
+    for section in ("## Hardware", "## Bus bandwidth: all_reduce", "## Overlap efficiency", "## Step time",
+                    "## Padding overhead", "seed claims"):
+        assert section in report, f"report section {section!r}: got missing, but should be there"
+    records = results["busbw"]
+    assert {r["collective"] for r in records} == {"all_reduce", "reduce_scatter", "all_gather"}
+    assert {r["policy"] for r in records} == {"unpadded", "padded", "high-busbw", "shard-aligned"}
+    assert sum(r["wrong"] for r in records) == 0, [r for r in records if r["wrong"]]
+    assert results["schema"] == 1 and results["metrics"], "results.json should carry schema 1 and metrics"
+    for plot in results["plots"]:
+        assert (run / plot).read_bytes().startswith(b"\x89PNG"), plot
