@@ -68,7 +68,7 @@ class BucketGroup:
         return sorted(self.param_names - self.ready)
 
     def start(self) -> None:
-        """Scale, then launch every bucket's collective in one coalesced, asynchronous call."""
+        """Scale, then launch every bucket's collective asynchronously (coalesced when several)."""
         if self.launched:
             return
         self.launched = True
@@ -77,14 +77,19 @@ class BucketGroup:
         if self.scaling_factor != 1.0:
             for m in self.members:
                 m.bucket.grad_data.mul_(self.scaling_factor)
+        if len(self.members) == 1:  # nothing to coalesce: skip the manager's launch cost
+            self.handle = self._launch(self.members[0])
+            return
         with dist._coalescing_manager(group=self.group, async_ops=True) as manager:
             for m in self.members:
-                if self.reduce_scatter:
-                    shard = m.buffer.grad_shards(m.bucket.index)[self.rank]
-                    reduce_scatter(shard, m.bucket.grad_data, op=self.op, group=self.group, async_op=True)
-                else:
-                    dist.all_reduce(m.bucket.grad_data, op=self.op, group=self.group, async_op=True)
+                self._launch(m)
         self.handle = manager
+
+    def _launch(self, m: Member):
+        if self.reduce_scatter:
+            shard = m.buffer.grad_shards(m.bucket.index)[self.rank]
+            return reduce_scatter(shard, m.bucket.grad_data, op=self.op, group=self.group, async_op=True)
+        return dist.all_reduce(m.bucket.grad_data, op=self.op, group=self.group, async_op=True)
 
     def wait(self) -> None:
         if self.handle is not None:
