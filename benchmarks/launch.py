@@ -20,8 +20,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from suites.multigpu.harness.groups import pick_backend
+from suites.multigpu.harness.settings import launched_by_torchrun
+
 TIMEOUT = datetime.timedelta(minutes=10)
-TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
 
 
 @dataclass(frozen=True)
@@ -38,12 +40,7 @@ class BenchContext:
             torch.cuda.synchronize(self.device)
 
 
-def under_torchrun() -> bool:
-    return all(name in os.environ for name in TORCHRUN_ENV)
-
-
-def _backend(local_world_size: int) -> str:
-    return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size else "gloo"
+under_torchrun = launched_by_torchrun  # the same rule as the test harness
 
 
 def _context(rank: int, world_size: int, local_rank: int, backend: str) -> BenchContext:
@@ -56,7 +53,7 @@ def _context(rank: int, world_size: int, local_rank: int, backend: str) -> Bench
 def torchrun_context() -> BenchContext:
     """This process's context under torchrun, initialising the default group once."""
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
-    backend = _backend(local_world)
+    backend = pick_backend(local_world)
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=TIMEOUT)
     return _context(dist.get_rank(), dist.get_world_size(), int(os.environ["LOCAL_RANK"]), backend)
@@ -81,7 +78,7 @@ def run_on_ranks(fn: Callable[..., Any], world_size: int, *args: Any) -> list[An
         results: list[Any] = [None] * ctx.world_size
         dist.all_gather_object(results, fn(ctx, *args))
         return results
-    backend = _backend(world_size)
+    backend = pick_backend(world_size)
     with tempfile.TemporaryDirectory(prefix="ddpc-bench-") as tmp:
         store = os.path.join(tmp, "store")
         mp.start_processes(_spawned, args=(fn, world_size, backend, store, tmp, args), nprocs=world_size,
