@@ -110,8 +110,9 @@ def build_buffers(
     named_params: Iterable[tuple[str, torch.nn.Parameter]],
     config: LayoutConfig,
     device: torch.device | str = "cpu",
+    buffer_cls: type[ParamAndGradBuffer] = ParamAndGradBuffer,
 ) -> list[ParamAndGradBuffer]:
     """Plan and allocate every buffer for a model's named trainable parameters."""
     params = dict(named_params)
     layout = plan_layout((ParamSpec.from_parameter(n, p) for n, p in params.items()), config)
-    return [ParamAndGradBuffer(buf, params, device) for buf in layout.buffers]
+    return [buffer_cls(buf, params, device) for buf in layout.buffers]

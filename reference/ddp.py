@@ -30,6 +30,10 @@ from .config import DDPConfig
 
 
 class DistributedDataParallel(torch.nn.Module):
+    # The classes it builds from; a variant (or a deliberately broken one) swaps one.
+    buffer_cls = ParamAndGradBuffer
+    bucket_group_cls = BucketGroup
+
     def __init__(
         self,
         module: torch.nn.Module,
@@ -51,7 +55,9 @@ class DistributedDataParallel(torch.nn.Module):
         if not named:
             raise ValueError("module: got no trainable parameters, but should have at least one")
         device = torch.device(device) if device is not None else named[0][1].device
-        self.buffers: list[ParamAndGradBuffer] = build_buffers(named, config.layout_config(self.dp), device)
+        self.buffers: list[ParamAndGradBuffer] = build_buffers(
+            named, config.layout_config(self.dp), device, self.buffer_cls
+        )
         self.bucket_groups = self._partition()
         self._group_of = {name: g for g in self.bucket_groups for name in g.param_names}
         self._is_last_microbatch = True
@@ -80,7 +86,7 @@ class DistributedDataParallel(torch.nn.Module):
         for buf in self.buffers:
             for start in range(0, len(buf.buckets), per):
                 members = [Member(buf, b) for b in buf.buckets[start : start + per]]
-                groups.append(BucketGroup(
+                groups.append(self.bucket_group_cls(
                     index=len(groups),
                     members=members,
                     group=self.group,
@@ -101,9 +107,13 @@ class DistributedDataParallel(torch.nn.Module):
             param.grad = None
             if self._is_last_microbatch:
                 self._pending, self._finished = True, False
-                self._group_of[name].register_grad_ready(name, launch=self.config.overlap_grad_reduce)
+                self._group_of[name].register_grad_ready(name, launch=self.launches_from_hooks())
 
         return hook
+
+    def launches_from_hooks(self) -> bool:
+        """Whether a group launches as soon as it completes (overlap) or waits for finish."""
+        return self.config.overlap_grad_reduce
 
     def forward(self, *args, **kwargs):
         self.finish_param_sync()

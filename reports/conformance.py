@@ -29,6 +29,7 @@ class SuiteResult:
     errors: int = 0
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
+    failed_ids: list[str] = field(default_factory=list)  # pytest node ids of failed or erroring tests
     skip_reasons: dict[str, int] = field(default_factory=dict)
     exit_code: int = 0
 
@@ -76,4 +77,10 @@ def _read_junit(path: Path, result: SuiteResult) -> None:
             elif child.tag in ("failure", "error"):
                 outcome = "failed" if child.tag == "failure" else "errors"
                 result.failures.append(f"{name}: {(child.get('message') or '')[:300]}")
+                result.failed_ids.append(_node_id(case))
         setattr(result, outcome, getattr(result, outcome) + 1)
+
+
+def _node_id(case) -> str:
+    """JUnit's ``suites.layout.test_x`` + ``test_y[p]`` back to ``suites/layout/test_x.py::test_y[p]``."""
+    return f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}"

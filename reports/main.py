@@ -23,13 +23,13 @@ from typing import Sequence
 from benchmarks.launch import under_torchrun
 from benchmarks.suite import BenchConfig, run_all
 
-from . import compare, hardware, overhead, plots, render
+from . import compare, hardware, overhead, plots, render, strength
 from .bench import run_benchmarks
 from .conformance import SuiteResult, run_suite
 from .metrics import collect_metrics
 from .writer import DEFAULT_ROOT, dump_json, latest_run, run_name, write_run
 
-DEFAULT_IMPLS = ("reference", "megatron")
+DEFAULT_IMPLS = ("reference", "megatron", "torch")
 DEFAULT_SUITES = ("suites/layout", "suites/multigpu")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 
@@ -49,6 +49,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="each benchmark once on tiny inputs; no timing")
     parser.add_argument("--threshold", type=float, default=0.10, help="relative change that counts (default 10%%)")
     parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a regression vs the last run")
+    parser.add_argument("--no-strength", action="store_true",
+                        help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
     return parser.parse_args(argv)
 
 
@@ -78,6 +80,9 @@ def build_report(results: dict, comparison: str) -> str:
         f"backend {run['backend']}{' (SMOKE: timings mean nothing)' if run['smoke'] else ''}.",
         "## Hardware", hardware.hardware_markdown(results["hardware"], results.get("nvlink_delta")),
         "## Conformance", render.conformance_markdown([SuiteResult(**r) for r in results["conformance"]]),
+        "## Suite strength: deliberately broken implementations",
+        strength.strength_markdown(results["strength"]) if results["strength"] else
+        "Not run (smoke mode or --no-strength); tests/test_suite_strength.py checks the catalogue in CI.",
         "## Comparison with the previous run", comparison,
         "## Bus bandwidth: averages per collective and padding policy",
         render.busbw_summary_markdown(bench["busbw_average"], bench["busbw"]),
@@ -135,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     nvlink_after = hardware.nvlink_throughput_sample()
     results_list = run_conformance(args)
+    strength_rows = []
+    if not (args.smoke or args.no_strength):
+        progress("suite strength: every broken implementation against its suite")
+        strength_rows = strength.strength_records(strength.measure_strength(progress))
     progress("shard caching and planner benchmarks; padding overhead of the model catalog")
     single = single_process_benchmarks(args.smoke)
     name = run_name()
@@ -146,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nvlink_delta": hardware.nvlink_throughput_delta(nvlink_before, nvlink_after)
         if nvlink_before and nvlink_after else None,
         "conformance": [asdict(r) for r in results_list],
+        "strength": strength_rows,
         **bench, **single,
         "overhead": overhead.overhead_table(),
     }

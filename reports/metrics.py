@@ -24,6 +24,8 @@ def collect_metrics(results: dict) -> dict[str, dict]:
     for r in results.get("overlap", []):
         if r.get("efficiency") is not None:
             metrics[f"overlap/{r['impl']}/efficiency"] = _metric(r["efficiency"], "", "higher")
+    for r in results.get("strength", []):
+        metrics[f"strength/{r['broken']}/caught"] = _metric(int(r["caught"]), "", "higher")
     step = results.get("step_time") or {}
     if "ratio_median" in step:
         metrics["step_time/ratio_median"] = _metric(step["ratio_median"], "x", "lower")

@@ -9,6 +9,7 @@ from .protocol import CAPABILITIES, LEVEL_METHODS, Implementation
 REGISTRY: dict[str, str] = {
     "reference": "suites.impls.reference",
     "megatron": "suites.impls.megatron_core",
+    "torch": "suites.impls.torch_ddp",
 }
 
 

@@ -35,3 +35,24 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, tol: dict | None, what: 
             f"{what}: got max |diff| {diff.max().item():.3e}, but should be within rtol={tol['rtol']}, "
             f"atol={tol['atol']}"
         )
+
+
+def agreed(ctx, check) -> None:
+    """Run ``check()`` on every rank and raise on all of them if it failed on any.
+
+    A rank whose own comparison passed would otherwise walk into the next
+    collective and wait for a peer that already failed (until the timeout).
+    """
+    try:
+        check()
+        mine = None
+    except AssertionError as exc:
+        mine = str(exc)
+    everyone: list = [None] * ctx.world_size
+    torch.distributed.all_gather_object(everyone, mine, group=ctx.control_group)
+    if mine is not None:
+        raise AssertionError(mine)
+    failed = [(rank, msg) for rank, msg in enumerate(everyone) if msg is not None]
+    if failed:
+        rank, msg = failed[0]
+        raise AssertionError(f"rank {rank} failed this comparison: {msg}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .cases import Case
-from .compare import assert_close, tolerance
+from .compare import agreed, assert_close, tolerance
 from .models import batch, loss_fn, make_model, tokens_in
 
 
@@ -175,11 +175,45 @@ def first_step_grads_against_torch_ddp(ctx, impl, case: Case) -> int:
     total = global_token_count(case, 0, ctx.world_size)
     ours.sync(ours.backward(0, total))
     theirs.backward(0, total)
-    return compare_grads(ctx, ours, theirs, tolerance(case.bitwise(ctx.world_size), case.bf16), 0)
+    compared = []
+    agreed(ctx, lambda: compared.append(
+        compare_grads(ctx, ours, theirs, tolerance(case.bitwise(ctx.world_size), case.bf16), 0)))
+    return compared[0]
+
+
+def compare_step(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, zeros: int | None) -> None:
+    """Losses, reduced grads and the zero count of one step, against torch DDP's."""
+    their_params = theirs.params()
+    if not case.num_tokens:  # (torch's side rescales its loss for num_tokens)
+        for micro, (got, want) in enumerate(zip(ours.losses, theirs.losses)):
+            assert_close(got, want, tol, f"step {step} rank {ctx.rank} microbatch {micro} loss")
+    compare_grads(ctx, ours, theirs, tol, step)
+    if zeros is not None:
+        want = sum(int((p.grad == 0).sum()) for p in their_params.values())
+        assert zeros == want, f"step {step} zero grad elements: got {zeros}, but should be {want}"
+
+
+def compare_update(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, norms, logits) -> None:
+    """The clip norm, the forward after the step (overlapped gathers) and every param."""
+    norm, their_norm = norms
+    if case.clip is not None:
+        assert norm is not None and norm > case.clip, (
+            f"step {step} grad norm: got {norm}, but should exceed max_norm {case.clip} so clipping is exercised"
+        )
+        assert abs(norm - their_norm) <= 1e-5 * their_norm, (
+            f"step {step} grad norm: got {norm}, but should be {their_norm} (torch clip_grad_norm_)"
+        )
+    if logits is not None:  # forward must have waited for the all-gather
+        with torch.no_grad():
+            want = theirs.model(batch(case.seed, step, 0, ctx.rank)[0].to(ctx.device))
+        assert_close(logits, want, tol, f"step {step} rank {ctx.rank} logits of the forward after the step")
+    their_params = theirs.params()
+    for name, param in ours.params().items():
+        assert_close(param, their_params[name], tol, f"step {step} rank {ctx.rank} param {name}")
 
 
 def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
-    """Train both sides ``case.steps`` steps; raise on the first mismatch."""
+    """Train both sides ``case.steps`` steps; every comparison agreed across ranks; raise on a mismatch."""
     ours, theirs = Side(case, ctx, impl), Side(case, ctx)
     tol = tolerance(case.bitwise(ctx.world_size), case.bf16)
     records = []
@@ -187,33 +221,15 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
         total = global_token_count(case, step, ctx.world_size)
         ours.sync(ours.backward(step, total))
         theirs.backward(step, total)
-        their_params = theirs.params()
-        if not case.num_tokens:  # (torch's side rescales its loss for num_tokens)
-            for micro, (got, want) in enumerate(zip(ours.losses, theirs.losses)):
-                assert_close(got, want, tol, f"step {step} rank {ctx.rank} microbatch {micro} loss")
-        compare_grads(ctx, ours, theirs, tol, step)
-        if ours.full_step and not case.bf16:  # bf16 grads underflow to zero where fp32 ones do not
-            zeros = sum(int((p.grad == 0).sum()) for p in their_params.values())
-            got_zeros = ours.opt.count_zeros()
-            assert got_zeros == zeros, f"step {step} zero grad elements: got {got_zeros}, but should be {zeros}"
-        norm, their_norm = ours.step(), theirs.step()
-        if case.clip is not None:
-            assert norm is not None and norm > case.clip, (
-                f"step {step} grad norm: got {norm}, but should exceed max_norm {case.clip} so clipping is exercised"
-            )
-            assert abs(norm - their_norm) <= 1e-5 * their_norm, (
-                f"step {step} grad norm: got {norm}, but should be {their_norm} (torch clip_grad_norm_)"
-            )
+        # bf16 grads underflow to zero where fp32 ones do not; counting is itself a collective.
+        zeros = ours.opt.count_zeros() if ours.full_step and not case.bf16 else None
+        agreed(ctx, lambda: compare_step(ctx, case, ours, theirs, tol, step, zeros))
+        norms = ours.step(), theirs.step()
         logits = ours.settle_params(step)
-        if logits is not None:  # forward must have waited for the all-gather
-            with torch.no_grad():
-                want = theirs.model(batch(case.seed, step, 0, ctx.rank)[0].to(ctx.device))
-            assert_close(logits, want, tol, f"step {step} rank {ctx.rank} logits of the forward after the step")
-        for name, param in ours.params().items():
-            assert_close(param, their_params[name], tol, f"step {step} rank {ctx.rank} param {name}")
+        agreed(ctx, lambda: compare_update(ctx, case, ours, theirs, tol, step, norms, logits))
         ours.zero_grad()
         theirs.zero_grad()
-        records.append(StepRecord(step, norm, their_norm))
+        records.append(StepRecord(step, *norms))
     return records
 
 
@@ -242,8 +258,10 @@ def train_against_single_process(ctx, impl, case: Case) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         ours.zero_grad()
-        for name, param in local.named_parameters():
+        agreed(ctx, lambda: [
             assert_close(ours.params()[name], param, tol, f"step {step} rank {ctx.rank} param {name} (vs single process)")
+            for name, param in local.named_parameters()
+        ])
 
 
 def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> None:
@@ -257,6 +275,8 @@ def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> No
             side.step()
             side.settle_params(step)
             side.zero_grad()
-        for name, param in a.params().items():
+        agreed(ctx, lambda: [
             assert_close(b.params()[name], param, tol,
                          f"step {step} rank {ctx.rank} param {name}: {second.name} vs {first.name}")
+            for name, param in a.params().items()
+        ])

@@ -1,7 +1,10 @@
-"""Plain pytest: the parent drives one worker pool per world size and restarts a pool after any failure.
+"""Plain pytest: the parent drives one worker pool per world size and restarts it when state is suspect.
 
-A failed check may leave its ranks mid-collective or the group broken, so the
-next test gets fresh ranks rather than inheriting that state.
+A failure that broke the group (a collective timed out or lost a peer), or
+that only some ranks saw (the others may have left a collective behind),
+gets the next test fresh ranks. When every rank failed cleanly, as when the
+implementation under test computes wrong values, the ranks are kept: a suite
+run against a broken implementation then costs no restart per failing test.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class PlainLauncher:
         except BaseException:
             self._discard(world_size)
             raise
-        if any(o.kind == "failed" for o in outcomes):
+        if needs_fresh_ranks(outcomes):
             self._discard(world_size)
         return outcomes
 
@@ -69,3 +72,10 @@ class PlainLauncher:
 
     def _discard(self, world_size: int) -> None:
         self._pools.pop(world_size).close(graceful=False)
+
+
+def needs_fresh_ranks(outcomes: list[Outcome]) -> bool:
+    failed = [o for o in outcomes if o.kind == "failed"]
+    if not failed:
+        return False
+    return len(failed) < len(outcomes) or any(o.broke_group for o in failed)

@@ -1,0 +1,58 @@
+"""Suite strength: run every deliberately broken implementation and record which tests catch it."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from fixtures.broken import BrokenEntry, catalogue
+
+from .conformance import run_suite
+from .render import table
+
+
+@dataclass
+class Caught:
+    entry: BrokenEntry
+    failed_ids: list[str]
+    exit_code: int
+
+    @property
+    def caught(self) -> bool:
+        return bool(self.failed_ids)
+
+    @property
+    def expected_caught(self) -> bool:
+        """Every test named in the entry's CAUGHT_BY failed."""
+        return all(any(fnmatch.fnmatchcase(f, p) for f in self.failed_ids) for p in self.entry.caught_by)
+
+    def modules(self) -> list[str]:
+        return sorted({f.split("::")[0].rsplit("/", 1)[-1] for f in self.failed_ids})
+
+
+def measure_strength(progress=print) -> list[Caught]:
+    """Each broken implementation against the suite it targets (full suite, default world size)."""
+    results = []
+    for entry in catalogue():
+        result = run_suite(entry.suite, entry.impl_spec)
+        progress(f"  {entry.name}: {len(result.failed_ids)} failing tests")
+        results.append(Caught(entry, result.failed_ids, result.exit_code))
+    return results
+
+
+def strength_records(results: list[Caught]) -> list[dict]:
+    return [
+        {"broken": r.entry.name, "bug": r.entry.bug, "suite": r.entry.suite, "caught": r.caught,
+         "expected_tests_failed": r.expected_caught, "failing_tests": len(r.failed_ids),
+         "caught_by": ", ".join(r.modules())}
+        for r in results
+    ]
+
+
+def strength_markdown(records: list[dict]) -> str:
+    per_suite: dict[str, list[bool]] = {}
+    for r in records:
+        per_suite.setdefault(r["suite"], []).append(r["caught"])
+    shares = [{"suite": s, "broken implementations": len(v), "caught": sum(v),
+               "share caught": f"{100 * sum(v) / len(v):.0f}%"} for s, v in per_suite.items()]
+    return table(records) + "\n\n" + table(shares)

@@ -1,0 +1,310 @@
+"""Adapter for torch's own ``torch.nn.parallel.DistributedDataParallel`` (``--impl torch``).
+
+Layout level: torch's bucket assignment, computed by torch's own
+``torch.distributed._compute_bucket_assignment_by_size`` and turned into one
+``LayoutRecord`` per dtype. Which assignment: torch 2.13 DDP (default
+``find_unused_parameters=False``) reduces iteration 0 in **one bucket per
+dtype** (construction passes the limit ``[sys.maxsize]``), then, before the
+second forward, rebuilds its buckets from the order in which grads became
+ready, with the limits ``[first_bucket_bytes_cap, bucket_bytes_cap]`` and the
+bucket list not reversed. ``plan`` is that rebuilt, steady-state assignment
+with grads assumed ready in reverse ``parameters()`` order (torch's own
+assumption at construction; Megatron's too), passed exactly as the C++
+reducer passes them: tensors in ready order with their indices. The real
+ready order may differ (a LayerNorm's weight is ready before its bias), and
+with ``find_unused_parameters=True`` torch never rebuilds and keeps its
+construction-time assignment (parameters() order, bucket list reversed):
+docs/peers.md works both through with numbers.
+
+Torch's buckets are separate flat tensors; the record synthesizes one
+contiguous layout per dtype by concatenating them in torch's bucket order,
+each bucket's params in torch's order inside it: packed, no padding,
+``numel_unpadded == numel``.
+
+Units: ``LayoutConfig.bucket_size`` counts elements and torch's limits count
+bytes per bucket (buckets never mix dtypes or devices), so a dtype's limit is
+``bucket_size * element_size(dtype)`` bytes; torch closes a bucket once its
+bytes reach the limit, which is exactly "elements >= bucket_size". ``None``
+means one bucket per buffer (``LayoutConfig``'s meaning): an unbounded limit.
+
+ddp level: torch DDP on the given group with ``gradient_as_bucket_view=False``
+and ``bucket_cap_mb`` from ``DDPConfig.bucket_size`` (elements times the
+params' element size, in MiB; torch's default 25 MiB with a 1 MiB first
+bucket when ``None``; unbounded under ``disable_bucketing``). Torch reduces
+inside backward; the handle aliases ``param.main_grad`` to ``param.grad`` and
+rebuilds a flat ``grad_data`` in the planned layout at ``finish_grad_sync``.
+It registers torch's shipped ``allreduce_hook`` as the comm hook, which torch
+documents as giving the same results as its built-in all-reduce, so that
+each bucket's launch goes through Python's ``torch.distributed.all_reduce``
+where the overlap check can see it (the built-in path is C++). The hook
+divides each bucket by the world size where the built-in multiplies by its
+reciprocal: bitwise the same when the world size is a power of two.
+
+Not claimed: ``buffer``/``shards`` (no single buffer, no ``main_grad`` views,
+no shards), ``validation``, ``optimizer``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import distributed as torch_ddp
+
+from reference.config import DDPConfig
+from reference.layout import LayoutConfig
+
+from .protocol import NamedParams
+
+MIB = 2**20
+UNBOUNDED = sys.maxsize  # bytes: what torch itself passes for "one bucket"
+DEFAULT_CAP_BYTES = torch_ddp._DEFAULT_BUCKET_CAP_MB * MIB
+FIRST_BUCKET_BYTES = dist._DEFAULT_FIRST_BUCKET_BYTES
+
+
+@dataclass(frozen=True)
+class TorchLayout:
+    """One dtype's buckets, concatenated in torch's order (see the module docstring)."""
+
+    param_dtype: torch.dtype
+    grad_dtype: torch.dtype
+    numel: int
+    numel_unpadded: int
+    bucket_indices: list[tuple[int, int]]
+    per_bucket_numel_unpadded: list[int]
+    param_index_map: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+
+def layout_limits(config: LayoutConfig, dtype: torch.dtype) -> list[int]:
+    """Byte limits for ``config.bucket_size`` elements of ``dtype``; unbounded for one bucket."""
+    if config.bucket_size is None:
+        return [UNBOUNDED]
+    return [config.bucket_size * dtype.itemsize]
+
+
+def ddp_bucket_cap_mb(config: DDPConfig, module: torch.nn.Module) -> float | None:
+    """``bucket_cap_mb`` for torch DDP: None keeps torch's default (25 MiB, first bucket 1 MiB)."""
+    if config.disable_bucketing:
+        return UNBOUNDED // MIB
+    if config.bucket_size is None:
+        return None
+    return config.bucket_size * _element_size(module) / MIB  # exact: a power-of-two denominator
+
+
+def rebuild_limits(bucket_cap_mb: float | None) -> list[int]:
+    """The limits torch's reducer rebuilds with: a 1 MiB first bucket only when bucket_cap_mb is None."""
+    if bucket_cap_mb is None:
+        return [FIRST_BUCKET_BYTES, DEFAULT_CAP_BYTES]
+    return [int(bucket_cap_mb * MIB)]
+
+
+def rebuilt_assignment(params: list[torch.Tensor], limits: list[int], sparse: list[bool]) -> list[list[int]]:
+    """torch's rebuilt buckets (indices into ``params``) when grads are ready in reverse order.
+
+    The reducer passes the tensors in ready order with their indices, so torch
+    keeps its buckets in the order they closed instead of sorting them.
+    """
+    ready = list(reversed(range(len(params))))
+    buckets, _ = dist._compute_bucket_assignment_by_size(
+        [params[i] for i in ready], limits, [sparse[i] for i in ready], ready
+    )
+    return [list(b) for b in buckets]
+
+
+def synthesize(names: list[str], params: list[torch.Tensor], buckets: list[list[int]]) -> TorchLayout:
+    """Concatenate one dtype's buckets in torch's order into a packed layout record."""
+    offset, bounds, index_map = 0, [], {}
+    for b, members in enumerate(buckets):
+        start = offset
+        for i in members:
+            index_map[names[i]] = (offset, offset + params[i].numel(), b)
+            offset += params[i].numel()
+        bounds.append((start, offset))
+    dtype = params[buckets[0][0]].dtype
+    return TorchLayout(
+        param_dtype=dtype, grad_dtype=dtype, numel=offset, numel_unpadded=offset,
+        bucket_indices=bounds, per_bucket_numel_unpadded=[e - s for s, e in bounds],
+        param_index_map=index_map,
+    )
+
+
+def layouts(names: list[str], params: list[torch.Tensor], sparse: list[bool], limits_for
+            ) -> list[TorchLayout]:
+    """One record per dtype, first-seen order; ``limits_for(dtype)`` gives that dtype's byte limits.
+
+    torch groups buckets by (dtype, device) inside one call, each group with
+    its own limit sequence, so one call per dtype is the same assignment.
+    """
+    records = []
+    for dtype in dict.fromkeys(p.dtype for p in params):
+        members = [i for i, p in enumerate(params) if p.dtype == dtype]
+        local = rebuilt_assignment(
+            [params[i] for i in members], limits_for(dtype), [sparse[i] for i in members]
+        )
+        records.append(synthesize([names[i] for i in members], [params[i] for i in members], local))
+    return records
+
+
+def reducer_params(ddp: torch.nn.parallel.DistributedDataParallel):
+    """(names, params, expect_sparse) in the order torch DDP hands them to its reducer."""
+    params, sparse = ddp._build_params_for_reducer()  # torch's own: named_modules, dedup, requires_grad
+    name_of = {}
+    for name, param in ddp.module.named_parameters():
+        name_of.setdefault(param, name)
+    return [name_of[p] for p in params], params, sparse
+
+
+def _alias_main_grad(param: torch.nn.Parameter) -> None:
+    """The suites read ``main_grad``; torch writes reduced grads into ``param.grad`` in place."""
+    param.main_grad = param.grad
+
+
+class TorchBuffer:
+    """A planned layout over torch's grads: ``grad_data`` is rebuilt flat at each sync."""
+
+    param_data = None  # all-reduce only: params are never re-pointed
+
+    def __init__(self, layout: TorchLayout, params: dict[str, torch.nn.Parameter]) -> None:
+        self.layout = layout
+        self.params = {n: params[n] for n in layout.param_index_map}
+        device = next(iter(self.params.values())).device
+        self.grad_data = torch.zeros(layout.numel, dtype=layout.grad_dtype, device=device)
+
+    def refresh(self) -> None:
+        """Concatenate the reduced grads in layout order, so ``grad_data[start:end]`` is a param's grad."""
+        order = sorted(self.layout.param_index_map, key=lambda n: self.layout.param_index_map[n][0])
+        self.grad_data = torch.cat([self.params[n].grad.reshape(-1) for n in order])
+
+
+class TorchDDP:
+    """torch's DistributedDataParallel with the names the suites use."""
+
+    def __init__(self, ddp, records: list[TorchLayout]) -> None:
+        self.raw = ddp
+        self.module = ddp.module
+        self.named = dict(ddp.module.named_parameters())
+        self.buffers = [TorchBuffer(r, self.named) for r in records]
+
+    def __call__(self, *args, **kwargs):
+        return self.raw(*args, **kwargs)
+
+    def no_sync(self):
+        return self.raw.no_sync()
+
+    def finish_grad_sync(self) -> None:
+        """torch reduced inside backward; expose the result as ``main_grad`` and ``grad_data``."""
+        missing = [n for buf in self.buffers for n, p in buf.params.items() if p.grad is None]
+        if missing:
+            raise RuntimeError(
+                f"finish_grad_sync: params {missing} got no gradient, but every param should get one "
+                "(torch DDP with find_unused_parameters=False reduces a bucket only once all its grads "
+                "are ready)"
+            )
+        for buf in self.buffers:
+            for param in buf.params.values():
+                param.main_grad = param.grad
+            buf.refresh()
+
+    def zero_grad_buffer(self) -> None:
+        for param in self.named.values():
+            param.grad = None
+            if hasattr(param, "main_grad"):
+                del param.main_grad
+
+
+class TorchDDPImplementation:
+    name = "torch"
+    version = torch.__version__
+    capabilities = frozenset({"layout", "ddp"})
+    unavailable = None
+
+    # The comm hook calls torch.distributed.all_reduce once per bucket, when torch launches it.
+    collective_patch_points = [(dist, "all_reduce")]
+
+    def unsupported(self, config) -> str | None:
+        if config.policy != "packed":
+            return (f"torch DDP all-reduces unpadded buckets: it has no {config.policy!r} policy "
+                    "(no padding, no distributed optimizer)")
+        if config.grad_reduce_in_fp32:
+            return "torch DDP reduces each grad in its param's dtype: it has no grad_reduce_in_fp32"
+        if isinstance(config, DDPConfig):
+            return _unsupported_runtime(config)
+        return None
+
+    def plan(self, named_params: NamedParams, config: LayoutConfig) -> list[TorchLayout]:
+        """torch's rebuilt buckets per dtype (module docstring).
+
+        A non-packed policy raises. ``grad_reduce_in_fp32`` has no torch
+        counterpart (``unsupported`` says so) and does not move any offset;
+        the records answer with what torch does, ``grad_dtype == param_dtype``.
+        """
+        if config.policy != "packed":
+            raise ValueError(f"policy: got {config.policy!r}, but torch DDP supports only 'packed'")
+        named = list(named_params)
+        names, params = [n for n, _ in named], [p for _, p in named]
+        return layouts(names, params, [False] * len(params), lambda dtype: layout_limits(config, dtype))
+
+    def wrap(self, module, config: DDPConfig, group, agreement_group=None) -> TorchDDP:
+        """torch DDP on ``group``; its buffers carry the steady-state plan for torch's own limits.
+
+        ``agreement_group`` is not used: torch does not agree across ranks before grads are read.
+        """
+        reason = self.unsupported(config)
+        if reason:
+            raise ValueError(f"config: {reason}")
+        cap_mb = ddp_bucket_cap_mb(config, module)
+        device = next(module.parameters()).device
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            module, device_ids=[device.index] if device.type == "cuda" else None, process_group=group,
+            bucket_cap_mb=cap_mb, gradient_as_bucket_view=False,
+        )
+        ddp.register_comm_hook(group, default_hooks.allreduce_hook)
+        names, params, sparse = reducer_params(ddp)
+        for param in params:
+            param.register_post_accumulate_grad_hook(_alias_main_grad)
+        limits = rebuild_limits(cap_mb)
+        return TorchDDP(ddp, layouts(names, params, sparse, lambda dtype: limits))
+
+
+def _unsupported_runtime(config: DDPConfig) -> str | None:
+    """Runtime knobs torch DDP cannot express, each with torch's own behaviour."""
+    reasons = {
+        "overlap_grad_reduce=False": (
+            not config.overlap_grad_reduce,
+            "torch DDP always overlaps: buckets launch from autograd hooks during backward",
+        ),
+        "average_in_collective": (
+            config.average_in_collective,
+            "torch DDP averages by scaling each bucket by 1/world size before a SUM",
+        ),
+        "calculate_per_token_loss": (
+            config.calculate_per_token_loss,
+            "torch DDP always averages over ranks; it has no per-token scaling",
+        ),
+        "buckets_per_group": (
+            config.buckets_per_group != 1,
+            f"got {config.buckets_per_group}, but torch DDP launches each bucket alone (1)",
+        ),
+        "check_for_nan_in_grad": (config.check_for_nan_in_grad, "torch DDP does not check grads for NaN"),
+    }
+    for knob, (used, why) in reasons.items():
+        if used:
+            return f"{knob}: {why}"
+    return None
+
+
+def _element_size(module: torch.nn.Module) -> int:
+    """One byte limit serves every dtype in torch DDP: refuse what it cannot express."""
+    sizes = {p.element_size() for p in module.parameters() if p.requires_grad}
+    if len(sizes) != 1:
+        raise ValueError(
+            f"bucket_size: got params with element sizes {sorted(sizes)}, but torch DDP's single "
+            "bucket_cap_mb (bytes) matches an element count for one element size only"
+        )
+    return sizes.pop()
+
+
+implementation = TorchDDPImplementation()

@@ -1,0 +1,36 @@
+"""Every deliberately broken implementation fails the suites, in the tests its catalogue entry names.
+
+The reference passing the same suites is shown by the suite runs themselves.
+Each entry runs the test modules its ``CAUGHT_BY`` names (multigpu ones at
+world size 2); the report's strength table runs the whole suites.
+"""
+
+import fnmatch
+
+import pytest
+
+from fixtures.broken import catalogue
+from reports.conformance import run_suite
+
+ENTRIES = catalogue()
+
+
+def test_catalogue_covers_at_least_15_distinct_bugs():
+    bugs = {e.bug for e in ENTRIES}
+    assert len(bugs) >= 15, f"distinct bugs: got {len(bugs)}, but should be at least 15"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_broken_implementation_is_caught(entry):
+    failed = []
+    for module in sorted({pattern.split("::")[0] for pattern in entry.caught_by}):
+        result = run_suite(module, entry.impl_spec)
+        assert result.exit_code == 1, (
+            f"{entry.name} in {module}: got exit {result.exit_code}, but should be 1 (tests failing)\n"
+            + "\n".join(result.failures[:5])
+        )
+        failed += result.failed_ids
+    for pattern in entry.caught_by:
+        assert any(fnmatch.fnmatchcase(f, pattern) for f in failed), (
+            f"{entry.name} ({entry.bug}): got failures {failed[:8]}, but should include {pattern}"
+        )
