@@ -43,8 +43,3 @@ def test_missing_level_is_skipped_not_passed():
     assert " passed" not in proc.stdout, f"got passes: {proc.stdout[-500:]}, but should be all skipped"
     assert "does not provide the 'buffer' level" in proc.stdout, proc.stdout[-1000:]
 
-
-def test_the_suite_catches_a_forward_order_planner():
-    proc = run_pytest("suites/layout/test_order.py", "--impl", "fixtures.broken.forward_order", "-q")
-    assert proc.returncode == 1, f"got exit {proc.returncode}, but should be 1 (failures)\n{proc.stdout[-1500:]}"
-    assert "test_layout_is_reverse_parameter_order" in proc.stdout
