@@ -4,7 +4,9 @@ import dataclasses
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
+from reference.layout import LayoutConfig
 from suites.params import plan_specs
 
 from .assertions import check, check_equal, is_distributed
@@ -62,3 +64,23 @@ def test_packed_ignores_shared_embedding_flag(impl, model, setup):
     for got, want in zip(plan_specs(impl, model, config), plan_specs(impl, plain, config)):
         check_equal(list(got.bucket_indices), list(want.bucket_indices),
                     "packed bucket bounds with vs without shared_embedding flags")
+
+
+@given(model=models(shared=False), dp=st.integers(1, 64), k=st.integers(1, 12), data=st.data())
+def test_bucket_closes_exactly_at_the_boundary(impl, policy, model, dp, k, data):
+    """bucket_size equal to the first k params' unpadded extent: the first bucket holds exactly those k.
+
+    Random bucket sizes almost never land on a boundary, so this draws one that does.
+    """
+    k = min(k, len(model))
+    first = list(reversed(model))[:k]  # layout order
+    align = 64 if is_distributed(policy) else 1
+    end = 0
+    for spec in first:
+        end = -(-end // align) * align + spec.numel  # the planner's rule, FACTS section 1
+    config = LayoutConfig(dp=dp, policy=policy, bucket_size=end)
+    for buf in plan_specs(impl, model, config):
+        in_first = sorted(n for n, (_, _, b) in buf.param_index_map.items() if b == 0)
+        expected = sorted(s.name for s in first if s.name in buf.param_index_map)
+        if len(expected) == k:  # all k in this buffer (one dtype group): the boundary is exact here
+            check_equal(in_first, expected, f"params in the first bucket with bucket_size={end}")
