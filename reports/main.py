@@ -24,6 +24,8 @@ from benchmarks.launch import under_torchrun
 from benchmarks.suite import BenchConfig, run_all
 
 from . import compare, hardware, overhead, plots, render, strength
+from .hardware_markdown import hardware_markdown
+from .nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
 from .bench import run_benchmarks
 from .conformance import SuiteResult, run_suite
 from .metrics import collect_metrics
@@ -78,7 +80,7 @@ def build_report(results: dict, comparison: str) -> str:
         "# Bucketed gradient synchronization: conformance and benchmark report",
         f"Run {run['name']} on {run['host']}: {run['mode']} mode, {run['world_size']} ranks, "
         f"backend {run['backend']}{' (SMOKE: timings mean nothing)' if run['smoke'] else ''}.",
-        "## Hardware", hardware.hardware_markdown(results["hardware"], results.get("nvlink_delta")),
+        "## Hardware", hardware_markdown(results["hardware"], results.get("nvlink_delta")),
         "## Conformance", render.conformance_markdown([SuiteResult(**r) for r in results["conformance"]]),
         "## Suite strength: deliberately broken implementations",
         strength.strength_markdown(results["strength"]) if results["strength"] else
@@ -132,13 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     world_size = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
     config = BenchConfig.smoke_test(world_size) if args.smoke else BenchConfig(world_size=world_size,
                                                                               rounds=args.rounds)
-    nvlink_before = hardware.nvlink_throughput_sample() if rank == 0 else None
+    nvlink_before = nvlink_throughput_sample() if rank == 0 else None
     if rank == 0:
         progress(f"benchmarks on {world_size} ranks: bus bandwidth sweep, overlap, step time")
     bench = run_all(config)
     if rank != 0:
         return 0
-    nvlink_after = hardware.nvlink_throughput_sample()
+    nvlink_after = nvlink_throughput_sample()
     results_list = run_conformance(args)
     strength_rows = []
     if not (args.smoke or args.no_strength):
@@ -152,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": {"name": name, "host": platform.node() or "unknown", "mode": "torchrun" if torchrun else "plain",
                 "world_size": world_size, "backend": bench["busbw"][0]["backend"], "smoke": args.smoke},
         "hardware": hardware.collect_hardware(),
-        "nvlink_delta": hardware.nvlink_throughput_delta(nvlink_before, nvlink_after)
+        "nvlink_delta": nvlink_throughput_delta(nvlink_before, nvlink_after)
         if nvlink_before and nvlink_after else None,
         "conformance": [asdict(r) for r in results_list],
         "strength": strength_rows,

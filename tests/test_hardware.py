@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from reports import hardware
-from reports.hardware import (
-    ALL_LINKS_SCOPE, collect_hardware, collect_nvml, hardware_markdown, nvlink_throughput_delta,
-    nvlink_throughput_sample,
-)
+from reports.hardware import ALL_LINKS_SCOPE, collect_hardware, collect_nvml
+from reports import hardware_markdown as hardware_markdown_module
+from reports.hardware_markdown import hardware_markdown
+from reports.nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
 
 from .fakes.fake_nvml import FakeNVML, fake_gpu
 from .pytest_run import ROOT
@@ -283,7 +283,7 @@ def test_field_values_refused_as_a_whole():
     assert sample["devices"][1]["error"] == "NotSupported"
     assert nvlink_throughput_delta(sample, sample)["devices"][1]["counters"] == {}
     nothing = {"seconds": 1.0, "devices": [{"index": 0, "uuid": None, "counters": {}}]}
-    assert "no NVLink counter could be read" in hardware.traffic_table(nothing)
+    assert "no NVLink counter could be read" in hardware_markdown_module.traffic_table(nothing)
 
 
 # ---------------------------------------------------------------- markdown
