@@ -61,8 +61,7 @@ class DistributedDataParallel(torch.nn.Module):
         self.bucket_groups = self._partition()
         self._group_of = {name: g for g in self.bucket_groups for name in g.param_names}
         self._is_last_microbatch = True
-        self._pending = False  # grads produced since the last finish_grad_sync
-        self._finished = False
+        self._finished = False  # grads reduced since the last backward; the optimizer checks it
         self._param_gathers: list = []
         self._hooks = [p.register_post_accumulate_grad_hook(self._hook(n)) for n, p in named]
 
@@ -106,7 +105,7 @@ class DistributedDataParallel(torch.nn.Module):
             param.main_grad.add_(param.grad)
             param.grad = None
             if self._is_last_microbatch:
-                self._pending, self._finished = True, False
+                self._finished = False
                 self._group_of[name].register_grad_ready(name, launch=self.launches_from_hooks())
 
         return hook
@@ -150,7 +149,7 @@ class DistributedDataParallel(torch.nn.Module):
             nan = gather_problems(nan, self.control)
         if nan:
             raise GradSyncError("non-finite gradients before reduction:\n  " + "\n  ".join(nan))
-        self._pending, self._finished = False, True
+        self._finished = True
 
     @property
     def grad_sync_finished(self) -> bool:
@@ -164,7 +163,7 @@ class DistributedDataParallel(torch.nn.Module):
             g.reset()
         for p in self.module.parameters():
             p.grad = None
-        self._pending, self._finished = False, False
+        self._finished = False
 
     def scale_gradients(self, factor: float) -> None:
         for buf in self.buffers:

@@ -74,7 +74,7 @@ def single_process_benchmarks(smoke: bool) -> dict[str, list[dict]]:
 
 
 def build_report(results: dict, comparison: str) -> str:
-    run, bench = results["run"], results
+    run = results["run"]
     seed_rows = [r for r in results["overhead"] if (r["model"], r["dp"]) in overhead.SEED_CLAIMS]
     parts = [
         "# Bucketed gradient synchronization: conformance and benchmark report",
@@ -87,16 +87,16 @@ def build_report(results: dict, comparison: str) -> str:
         "Not run (smoke mode or --no-strength); tests/test_suite_strength.py checks the catalogue in CI.",
         "## Comparison with the previous run", comparison,
         "## Bus bandwidth: averages per collective and padding policy",
-        render.busbw_summary_markdown(bench["busbw_average"], bench["busbw"]),
+        render.busbw_summary_markdown(results["busbw_average"], results["busbw"]),
         f"Timing harness vs a bare loop of the same all-reduce: "
-        f"{bench['harness_overhead']['harness_over_bare_median']:.3f}x (goal: < 1.02x).",
+        f"{results['harness_overhead']['harness_over_bare_median']:.3f}x (goal: < 1.02x).",
     ]
     for collective in COLLECTIVES:
-        parts += [f"## Bus bandwidth: {collective}", render.busbw_markdown(bench["busbw"], collective)]
+        parts += [f"## Bus bandwidth: {collective}", render.busbw_markdown(results["busbw"], collective)]
     parts += [
-        "## Overlap efficiency", render.overlap_markdown(bench["overlap"]),
+        "## Overlap efficiency", render.overlap_markdown(results["overlap"]),
         "## Step time: reference vs torch DDP (alternating rounds, one run)",
-        render.step_time_markdown(bench["step_time"]),
+        render.step_time_markdown(results["step_time"]),
         "## Shard caching (cached views vs re-slicing every bucket)", render.table(results["shard_cache"]),
         "## Planner speed (no tensor storage allocated)", render.table(results["planning"]),
         "## Padding overhead: the seed's table recomputed",
