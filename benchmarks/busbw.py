@@ -11,7 +11,7 @@ checked with exactly representable values: ``wrong`` counts bad elements.
 ``effective_busbw_gbps`` counts only the unpadded bucket's bytes, since
 padding inflates the bytes a collective moves.
 
-nccl-tests conventions (FACTS section 6): sizes in bytes, GB/s = 1e9 B/s;
+nccl-tests conventions (docs/rules.md, section 5): sizes in bytes, GB/s = 1e9 B/s;
 all-reduce ``busbw = algbw * 2(n-1)/n``; reduce-scatter and all-gather
 ``busbw = algbw * (n-1)/n`` with the full (gathered) size.
 """
@@ -27,12 +27,13 @@ import torch.distributed as dist
 
 from reference.buffer import shard_buffer
 from reference.collectives import all_gather, reduce_scatter
-from reference.layout import get_policy, pad
+from reference.layout import POLICIES, get_policy, pad
 
 from .launch import BenchContext
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
-POLICIES = ("unpadded", "padded", "high-busbw", "shard-aligned")
+# "unpadded" beside every policy that pads for the distributed optimizer.
+PADDINGS = ("unpadded", *(name for name, p in POLICIES.items() if p.distributed_optimizer))
 PLACEMENTS = ("out-of-place", "in-place")
 ELEMENT = torch.float32
 
@@ -144,7 +145,7 @@ def sweep(ctx: BenchContext, sizes: list[int], smoke: bool = False) -> list[dict
         requested = bucket_count(size)
         warmup, iters = iterations(size, smoke)
         for collective in COLLECTIVES:
-            for policy in POLICIES:
+            for policy in PADDINGS:
                 count = padded_count(requested, policy, collective, n)
                 for placement in PLACEMENTS:
                     buffers = make_buffers(collective, placement, count, n, ctx.device)

@@ -3,8 +3,8 @@
 Per implementation, three step times on the same model and data, measured in
 alternating rounds: compute-only (no communication), overlapped (buckets
 reduce during backward) and serialized (everything reduced after backward).
-``efficiency = (T_serial - T_overlap) / (T_serial - T_compute)`` (FACTS
-section 6). A step here is forward, backward and the grad sync; no optimizer.
+``efficiency = (T_serial - T_overlap) / (T_serial - T_compute)`` (docs/rules.md,
+section 5). A step here is forward, backward and the grad sync; no optimizer.
 
 Compute-only is, for the reference, the same DDP over a one-rank group (hooks
 and buffers, no peers); for torch DDP, its ``noop_hook``. Serialized is, for

@@ -23,11 +23,6 @@ def control_group(group: dist.ProcessGroup, timeout: datetime.timedelta = DEFAUL
     return _control_groups[ranks]
 
 
-def forget_control_groups() -> None:
-    """Drop cached groups (after ``destroy_process_group``)."""
-    _control_groups.clear()
-
-
 def gather_problems(problems: list[str], group: dist.ProcessGroup) -> list[str]:
     """Every rank's problems, on every rank; costs one tiny all-reduce when there are none."""
     flag = torch.tensor([len(problems)], dtype=torch.int64)

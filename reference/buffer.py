@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 import torch
 
-from .layout import BufferLayout, LayoutConfig, ParamSpec, plan_layout, shard_numel
+from .layout import BufferLayout, LayoutConfig, ParamSpec, distributed_policy_names, plan_layout, shard_numel
 
 
 def shard_buffer(buffer: torch.Tensor, parts: int) -> list[torch.Tensor]:
@@ -47,7 +47,7 @@ class ParamAndGradBuffer:
         self.params = {name: params[name] for name in layout.param_index_map}
         self.device = torch.device(device)
         self.dp = layout.dp
-        distributed = layout.policy != "packed"
+        distributed = layout.padding.distributed_optimizer
         self.grad_data = torch.zeros(layout.numel, dtype=layout.grad_dtype, device=self.device)
         self.param_data = (
             torch.zeros(layout.numel, dtype=layout.param_dtype, device=self.device)
@@ -91,7 +91,7 @@ class ParamAndGradBuffer:
         if data is None:
             raise ValueError(
                 f"param_shards: policy {self.layout.policy!r} keeps no param buffer, but should "
-                "be a distributed-optimizer policy (padded, high-busbw, shard-aligned)"
+                f"be a distributed-optimizer policy ({distributed_policy_names()})"
             )
         shards = self._param_shards[bucket_id]
         if shards is None:

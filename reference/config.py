@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .layout import LayoutConfig, default_bucket_size, get_policy
+from .layout import LayoutConfig, default_bucket_size, distributed_policy_names, get_policy
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ class DDPConfig:
             )
         if self.overlap_param_gather and not self.distributed_optimizer:
             raise ValueError(
-                "overlap_param_gather: got True with policy 'packed', but should only be set with a "
-                "distributed-optimizer policy (padded, high-busbw, shard-aligned)"
+                f"overlap_param_gather: got True with policy {self.policy!r}, but should only be set "
+                f"with a distributed-optimizer policy ({distributed_policy_names()})"
             )
 
     @property

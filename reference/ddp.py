@@ -63,7 +63,8 @@ class DistributedDataParallel(torch.nn.Module):
         self._is_last_microbatch = True
         self._finished = False  # grads reduced since the last backward; the optimizer checks it
         self._param_gathers: list = []
-        self._hooks = [p.register_post_accumulate_grad_hook(self._hook(n)) for n, p in named]
+        for name, param in named:
+            param.register_post_accumulate_grad_hook(self._hook(name))
 
     # -- construction -------------------------------------------------------------------
 
@@ -185,8 +186,3 @@ class DistributedDataParallel(torch.nn.Module):
         for work in self._param_gathers:
             work.wait()
         self._param_gathers.clear()
-
-    def remove_hooks(self) -> None:
-        for handle in self._hooks:
-            handle.remove()
-        self._hooks.clear()

@@ -38,7 +38,7 @@ class SuiteResult:
         return self.exit_code in (0, 5) and not self.failed and not self.errors
 
 
-def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, quiet: bool = True) -> SuiteResult:
+def run_suite(suite: str, impl: str, extra_args: list[str] | None = None) -> SuiteResult:
     """``pytest <suite> --impl <impl>`` in a child process; outcomes read back from JUnit XML."""
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "junit.xml"

@@ -1,6 +1,6 @@
 """Padding overhead of real models under each policy, beside the seed's claimed figures.
 
-The seed's "Typical Overhead" table (seed 000) gives figures without a
+The design notes' "Typical Overhead" table (docs/errata.md) gives figures without a
 derivation; this recomputes them from real shapes with the planner, at the
 seed's bucket size of 40,000,000 elements (the seed writes "40MB"; upstream
 counts elements, see docs/errata.md).

@@ -30,7 +30,3 @@ def make_params(
 def plan_specs(impl, specs: Sequence[ParamSpec], config: LayoutConfig):
     """Plan ``specs`` with the implementation under test, on meta tensors."""
     return list(impl.plan(make_params(specs), config))
-
-
-def specs_by_name(specs: Sequence[ParamSpec]) -> dict[str, ParamSpec]:
-    return {s.name: s for s in specs}

@@ -1,8 +1,17 @@
-"""pytest plugin: choose the implementation under test and apply what it declares.
+"""pytest plugin: choose the implementation under test and decide, at collection, what it cannot run.
 
-``--impl NAME`` (or ``DDPC_IMPL``) picks the implementation; tests that need a
-capability level it lacks, or that its expectation list skips, are skipped
-with the reason; the report header names it and its version.
+``--impl NAME`` (or ``DDPC_IMPL``) picks the implementation; the report header
+names it and its version. This is the one place where tests are skipped for
+what the implementation lacks, with the reason, in this order:
+
+1. the implementation is unavailable here (e.g. not installed);
+2. a capability level named in the test's ``requires`` marker is missing;
+3. a configuration the test needs cannot be expressed: every configuration
+   named in ``requires`` and every parametrized value that is one (a
+   ``LayoutConfig``, a ``DDPConfig``, or anything with ``unsupported_by(impl)``,
+   such as a multigpu ``Case``) is put to the implementation's ``unsupported``;
+4. its expectation list (``fixtures/expectations/<name>.toml``) skips or
+   xfails the test, for what ``unsupported`` cannot say.
 """
 
 from __future__ import annotations
@@ -12,6 +21,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from reference.config import DDPConfig
+from reference.layout import LayoutConfig
 
 from .expectations import Expectation, load_expectations
 from .impls import load_implementation
@@ -47,7 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "requires(*levels): the capability levels a test needs from the implementation"
+        "markers",
+        "requires(*needs): capability levels (names) and configurations (LayoutConfig, DDPConfig) "
+        "a test needs the implementation to provide",
     )
     if not config.getoption("hypothesis_profile", None):
         default = "ci" if os.environ.get("CI") else "default"
@@ -75,20 +89,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "impl" not in getattr(item, "fixturenames", ()):
             continue
-        if impl.unavailable:
-            item.add_marker(pytest.mark.skip(reason=f"{impl.name}: {impl.unavailable}"))
+        reason = missing_capability(impl, item)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
             continue
-        for marker in item.iter_markers("requires"):
-            for level in marker.args:
-                if level not in impl.capabilities:
-                    reason = f"{impl.name} does not provide the {level!r} level ({CAPABILITIES[level]})"
-                    item.add_marker(pytest.mark.skip(reason=reason))
         for exp in expectations:
             if exp.matches(item.nodeid):
                 used.add(exp)
                 mark = pytest.mark.skip if exp.kind == "skip" else pytest.mark.xfail
                 item.add_marker(mark(reason=f"{impl.name} expectation: {exp.reason}"))
     _warn_unmatched(config, items, [e for e in expectations if e not in used])
+
+
+def missing_capability(impl, item: pytest.Item) -> str | None:
+    """Why ``impl`` cannot run ``item`` (unavailable, a missing level, an inexpressible configuration)."""
+    if impl.unavailable:
+        return f"{impl.name}: {impl.unavailable}"
+    needs = [need for marker in item.iter_markers("requires") for need in marker.args]
+    for level in (n for n in needs if isinstance(n, str)):
+        if level not in CAPABILITIES:
+            raise pytest.UsageError(
+                f"{item.nodeid}: requires({level!r}): got an unknown level, but should be one of "
+                f"{', '.join(CAPABILITIES)}"
+            )
+        if level not in impl.capabilities:
+            return f"{impl.name} does not provide the {level!r} level ({CAPABILITIES[level]})"
+    callspec = getattr(item, "callspec", None)
+    configurations = [n for n in needs if not isinstance(n, str)]
+    configurations += list(callspec.params.values()) if callspec else []
+    for need in configurations:
+        reason = unsupported_configuration(impl, need)
+        if reason:
+            return reason
+    return None
+
+
+def unsupported_configuration(impl, need) -> str | None:
+    """``impl``'s reason for not expressing ``need``, if ``need`` is a configuration at all."""
+    if isinstance(need, (LayoutConfig, DDPConfig)):
+        return impl.unsupported(need)
+    ask = getattr(need, "unsupported_by", None)
+    return ask(impl) if callable(ask) else None
 
 
 def _warn_unmatched(config: pytest.Config, items, unmatched: list[Expectation]) -> None:

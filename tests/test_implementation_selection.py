@@ -43,3 +43,24 @@ def test_missing_level_is_skipped_not_passed():
     assert " passed" not in proc.stdout, f"got passes: {proc.stdout[-500:]}, but should be all skipped"
     assert "does not provide the 'buffer' level" in proc.stdout, proc.stdout[-1000:]
 
+
+
+def test_inexpressible_configuration_is_skipped_at_collection_with_its_reason():
+    """Parametrized policies, ``requires(LayoutConfig(...))`` and multigpu cases all ask ``unsupported``."""
+    proc = run_pytest("suites/layout/test_golden.py", "suites/multigpu/test_no_sync.py",
+                      "--impl", "tests.fakes.packed_only", "--world-size", "1")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    for reason in ("'padded' policy", "'high-busbw' policy", "'shard-aligned' policy"):
+        assert f"the fake knows no {reason}" in proc.stdout, f"skip reasons: got {proc.stdout[-1500:]}"
+    assert "test_no_sync.py:52: the fake knows no 'padded' policy" in proc.stdout, proc.stdout[-1500:]
+    # 28 packed matrix rows pass; 28 padded rows, 6 seed cases and both no_sync cases skip
+    # (the packed one because world size 1 has no peers).
+    assert "28 passed, 36 skipped" in proc.stdout, proc.stdout[-600:]
+
+
+def test_requires_names_only_known_levels(tmp_path):
+    test = tmp_path / "test_typo.py"
+    test.write_text("import pytest\n\n@pytest.mark.requires('layuot')\ndef test_x(impl):\n    pass\n")
+    proc = run_pytest(str(test), "-p", "suites.plugin")
+    assert proc.returncode == 4, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert "requires('layuot'): got an unknown level" in proc.stderr, proc.stderr[-1500:]

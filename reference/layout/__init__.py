@@ -3,6 +3,7 @@
 from .planner import (
     BufferLayout,
     LayoutConfig,
+    LayoutRecord,
     ModelLayout,
     ParamSpec,
     default_bucket_size,
@@ -10,16 +11,18 @@ from .planner import (
     plan_layout,
     shard_numel,
 )
-from .policies import POLICIES, PaddingPolicy, get_policy, pad
+from .policies import POLICIES, PaddingPolicy, distributed_policy_names, get_policy, pad
 
 __all__ = [
     "BufferLayout",
     "LayoutConfig",
+    "LayoutRecord",
     "ModelLayout",
     "POLICIES",
     "PaddingPolicy",
     "ParamSpec",
     "default_bucket_size",
+    "distributed_policy_names",
     "get_policy",
     "pad",
     "plan_buffer",

@@ -2,13 +2,13 @@
 
 It works from parameter descriptions alone, so it plans meta-tensor models and
 models far too large for this machine. The rules are upstream Megatron's
-(FACTS section 1); allocation lives in ``reference.buffer``.
+(docs/rules.md); allocation lives in ``reference.buffer``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import torch
@@ -81,10 +81,13 @@ class LayoutConfig:
         return get_policy(self.policy)
 
 
-@dataclass(frozen=True)
-class BufferLayout:
-    """One contiguous buffer: params of one (param dtype, grad dtype), cut into buckets.
+@dataclass(frozen=True, kw_only=True)
+class LayoutRecord:
+    """One buffer's layout as any implementation reports it, with upstream Megatron's meanings.
 
+    The one record type of the project: the reference's planner returns its
+    subclass ``BufferLayout``, and adapters for other implementations fill
+    this in from what those implementations computed.
     ``param_index_map`` maps a param name to ``(start, end, bucket_id)`` in
     elements; ``numel_unpadded`` counts everything but end-of-bucket padding
     (so it includes the 64-element gaps between params), as upstream does.
@@ -92,19 +95,11 @@ class BufferLayout:
 
     param_dtype: torch.dtype
     grad_dtype: torch.dtype
-    dp: int
-    policy: str
-    bucket_size: int | None
-    params: tuple[ParamSpec, ...]
-    param_index_map: Mapping[str, tuple[int, int, int]]
+    numel: int
+    numel_unpadded: int
     bucket_indices: tuple[tuple[int, int], ...]
     per_bucket_numel_unpadded: tuple[int, ...]
-    numel: int = field(init=False)
-    numel_unpadded: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "numel", self.bucket_indices[-1][1])
-        object.__setattr__(self, "numel_unpadded", sum(self.per_bucket_numel_unpadded))
+    param_index_map: Mapping[str, tuple[int, int, int]]
 
     @property
     def num_buckets(self) -> int:
@@ -114,6 +109,20 @@ class BufferLayout:
         """Names of the bucket's params in layout order (reverse of parameters())."""
         placed = [(s, n) for n, (s, _, b) in self.param_index_map.items() if b == bucket_id]
         return [n for _, n in sorted(placed)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BufferLayout(LayoutRecord):
+    """A layout the reference planned: the record plus what it was planned for."""
+
+    dp: int
+    policy: str
+    bucket_size: int | None
+    params: tuple[ParamSpec, ...]
+
+    @property
+    def padding(self) -> PaddingPolicy:
+        return get_policy(self.policy)
 
     def shard_size(self, bucket_id: int) -> int:
         """Elements each rank owns of this bucket under the distributed optimizer."""
@@ -145,12 +154,6 @@ class ModelLayout:
 
     config: LayoutConfig
     buffers: tuple[BufferLayout, ...]
-
-    def buffer_of(self, name: str) -> BufferLayout:
-        for buf in self.buffers:
-            if name in buf.param_index_map:
-                return buf
-        raise KeyError(f"param {name!r} is in no buffer")
 
 
 def plan_layout(params: Iterable[ParamSpec], config: LayoutConfig) -> ModelLayout:
@@ -207,13 +210,15 @@ def plan_buffer(
     return BufferLayout(
         param_dtype=param_dtype,
         grad_dtype=grad_dtype,
+        numel=bucket_indices[-1][1],
+        numel_unpadded=sum(unpadded),
+        bucket_indices=tuple(bucket_indices),
+        per_bucket_numel_unpadded=tuple(unpadded),
+        param_index_map=index_map,
         dp=config.dp,
         policy=policy.name,
         bucket_size=config.bucket_size,
         params=tuple(params),
-        param_index_map=index_map,
-        bucket_indices=tuple(bucket_indices),
-        per_bucket_numel_unpadded=tuple(unpadded),
     )
 
 

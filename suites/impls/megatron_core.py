@@ -41,8 +41,9 @@ from unittest import mock
 
 import torch
 
-from reference.layout import LayoutConfig
+from reference.layout import LayoutConfig, LayoutRecord
 
+from .forwarding import ForwardingDDP
 from .protocol import NamedParams
 
 POLICY_FLAGS = {  # policy -> (use_distributed_optimizer, pad_buckets_for_high_nccl_busbw)
@@ -80,36 +81,15 @@ class MegatronBuffer:
         self.param_data = buffer.param_data
         self.buckets = buffer.buckets
         self.params = {names[p]: p for p in buffer.params}
-        self.layout = SimpleNamespace(
+        self.layout = LayoutRecord(
             param_dtype=buffer.param_dtype,
             grad_dtype=buffer.grad_dtype,
             numel=buffer.numel,
             numel_unpadded=buffer.numel_unpadded,
-            bucket_indices=list(buffer.bucket_indices),
-            per_bucket_numel_unpadded=[b.numel_unpadded for b in buffer.buckets],
+            bucket_indices=tuple(tuple(b) for b in buffer.bucket_indices),
+            per_bucket_numel_unpadded=tuple(b.numel_unpadded for b in buffer.buckets),
             param_index_map={names[p]: tuple(v) for p, v in buffer.param_index_map.items()},
         )
-
-
-class MegatronDDP:
-    """Upstream's DistributedDataParallel with the names the suites use."""
-
-    def __init__(self, ddp, names: dict) -> None:
-        self.raw = ddp
-        self.module = ddp.module
-        self.buffers = [MegatronBuffer(b, names) for b in ddp.buffers]
-
-    def __call__(self, *args, **kwargs):
-        return self.raw(*args, **kwargs)
-
-    def no_sync(self):
-        return self.raw.no_sync()
-
-    def finish_grad_sync(self) -> None:
-        self.raw.finish_grad_sync()
-
-    def zero_grad_buffer(self) -> None:
-        self.raw.zero_grad_buffer()
 
 
 class MegatronCoreImplementation:
@@ -128,7 +108,7 @@ class MegatronCoreImplementation:
             self.version = "not installed"
             self.unavailable = (
                 f"megatron-core cannot be imported ({type(exc).__name__}: {exc}); "
-                "install it with `pip install -e .[megatron]`"
+                "install it with `pip install -r requirements-megatron.txt -c constraints.txt`"
             )
             return
         self.unavailable = None
@@ -147,7 +127,7 @@ class MegatronCoreImplementation:
         """Upstream binds its reduce-scatter at import; all-reduce goes through torch.distributed."""
         return [(torch.distributed, "all_reduce"), (self._pgb, "dist_reduce_scatter_func")]
 
-    def wrap(self, module, config, group, agreement_group=None) -> MegatronDDP:
+    def wrap(self, module, config, group, agreement_group=None) -> ForwardingDDP:
         from megatron.core.distributed import DistributedDataParallel
         from megatron.core.transformer import TransformerConfig
 
@@ -170,7 +150,7 @@ class MegatronCoreImplementation:
                 transformer_config, ddp_config, module,
                 disable_bucketing=config.disable_bucketing, pg_collection=_process_groups(group),
             )
-        return MegatronDDP(ddp, names)
+        return ForwardingDDP(ddp, ddp.module, [MegatronBuffer(b, names) for b in ddp.buffers])
 
     def plan(self, named_params: NamedParams, config: LayoutConfig):
         return [b.layout for b in self._buffers(named_params, config, "meta")]

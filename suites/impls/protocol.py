@@ -7,8 +7,9 @@ implementation lacks is skipped with the reason, never passed.
 Levels
 ------
 ``layout``
-    ``plan(named_params, config)`` returns one ``LayoutRecord`` per buffer,
-    without needing real storage (the params may be meta tensors).
+    ``plan(named_params, config)`` returns one ``reference.layout.LayoutRecord``
+    per buffer (the one record type, with upstream Megatron's meanings; see
+    docs/rules.md), without needing real storage (the params may be meta tensors).
 ``buffer``
     ``build(named_params, config, device)`` allocates and returns one
     ``BufferHandle`` per buffer: ``param.main_grad`` views, re-pointed
@@ -45,7 +46,7 @@ from typing import Callable, ContextManager, Iterable, Mapping, Protocol, Sequen
 import torch
 
 from reference.config import DDPConfig
-from reference.layout import LayoutConfig
+from reference.layout import LayoutConfig, LayoutRecord
 
 CAPABILITIES: dict[str, str] = {
     "layout": "plans buffer layouts (offsets, buckets, accounting)",
@@ -63,18 +64,6 @@ LEVEL_METHODS: dict[str, tuple[str, ...]] = {
 }
 
 NamedParams = Iterable[tuple[str, torch.nn.Parameter]]
-
-
-class LayoutRecord(Protocol):
-    """One buffer's layout, with upstream Megatron's meanings (FACTS section 1)."""
-
-    param_dtype: torch.dtype
-    grad_dtype: torch.dtype
-    numel: int
-    numel_unpadded: int
-    bucket_indices: Sequence[tuple[int, int]]
-    per_bucket_numel_unpadded: Sequence[int]
-    param_index_map: Mapping[str, tuple[int, int, int]]  # name -> (start, end, bucket)
 
 
 class BucketView(Protocol):

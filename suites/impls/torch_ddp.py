@@ -47,7 +47,6 @@ no shards), ``validation``, ``optimizer``.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -55,27 +54,15 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import distributed as torch_ddp
 
 from reference.config import DDPConfig
-from reference.layout import LayoutConfig
+from reference.layout import LayoutConfig, LayoutRecord
 
+from .forwarding import GradsInParamsDDP
 from .protocol import NamedParams
 
 MIB = 2**20
 UNBOUNDED = sys.maxsize  # bytes: what torch itself passes for "one bucket"
 DEFAULT_CAP_BYTES = torch_ddp._DEFAULT_BUCKET_CAP_MB * MIB
 FIRST_BUCKET_BYTES = dist._DEFAULT_FIRST_BUCKET_BYTES
-
-
-@dataclass(frozen=True)
-class TorchLayout:
-    """One dtype's buckets, concatenated in torch's order (see the module docstring)."""
-
-    param_dtype: torch.dtype
-    grad_dtype: torch.dtype
-    numel: int
-    numel_unpadded: int
-    bucket_indices: list[tuple[int, int]]
-    per_bucket_numel_unpadded: list[int]
-    param_index_map: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 def layout_limits(config: LayoutConfig, dtype: torch.dtype) -> list[int]:
@@ -114,7 +101,7 @@ def rebuilt_assignment(params: list[torch.Tensor], limits: list[int], sparse: li
     return [list(b) for b in buckets]
 
 
-def synthesize(names: list[str], params: list[torch.Tensor], buckets: list[list[int]]) -> TorchLayout:
+def synthesize(names: list[str], params: list[torch.Tensor], buckets: list[list[int]]) -> LayoutRecord:
     """Concatenate one dtype's buckets in torch's order into a packed layout record."""
     offset, bounds, index_map = 0, [], {}
     for b, members in enumerate(buckets):
@@ -124,15 +111,15 @@ def synthesize(names: list[str], params: list[torch.Tensor], buckets: list[list[
             offset += params[i].numel()
         bounds.append((start, offset))
     dtype = params[buckets[0][0]].dtype
-    return TorchLayout(
+    return LayoutRecord(
         param_dtype=dtype, grad_dtype=dtype, numel=offset, numel_unpadded=offset,
-        bucket_indices=bounds, per_bucket_numel_unpadded=[e - s for s, e in bounds],
+        bucket_indices=tuple(bounds), per_bucket_numel_unpadded=tuple(e - s for s, e in bounds),
         param_index_map=index_map,
     )
 
 
 def layouts(names: list[str], params: list[torch.Tensor], sparse: list[bool], limits_for
-            ) -> list[TorchLayout]:
+            ) -> list[LayoutRecord]:
     """One record per dtype, first-seen order; ``limits_for(dtype)`` gives that dtype's byte limits.
 
     torch groups buckets by (dtype, device) inside one call, each group with
@@ -157,62 +144,17 @@ def reducer_params(ddp: torch.nn.parallel.DistributedDataParallel):
     return [name_of[p] for p in params], params, sparse
 
 
-def _alias_main_grad(param: torch.nn.Parameter) -> None:
-    """The suites read ``main_grad``; torch writes reduced grads into ``param.grad`` in place."""
-    param.main_grad = param.grad
-
-
-class TorchBuffer:
-    """A planned layout over torch's grads: ``grad_data`` is rebuilt flat at each sync."""
-
-    param_data = None  # all-reduce only: params are never re-pointed
-
-    def __init__(self, layout: TorchLayout, params: dict[str, torch.nn.Parameter]) -> None:
-        self.layout = layout
-        self.params = {n: params[n] for n in layout.param_index_map}
-        device = next(iter(self.params.values())).device
-        self.grad_data = torch.zeros(layout.numel, dtype=layout.grad_dtype, device=device)
-
-    def refresh(self) -> None:
-        """Concatenate the reduced grads in layout order, so ``grad_data[start:end]`` is a param's grad."""
-        order = sorted(self.layout.param_index_map, key=lambda n: self.layout.param_index_map[n][0])
-        self.grad_data = torch.cat([self.params[n].grad.reshape(-1) for n in order])
-
-
-class TorchDDP:
-    """torch's DistributedDataParallel with the names the suites use."""
-
-    def __init__(self, ddp, records: list[TorchLayout]) -> None:
-        self.raw = ddp
-        self.module = ddp.module
-        self.named = dict(ddp.module.named_parameters())
-        self.buffers = [TorchBuffer(r, self.named) for r in records]
-
-    def __call__(self, *args, **kwargs):
-        return self.raw(*args, **kwargs)
-
-    def no_sync(self):
-        return self.raw.no_sync()
+class TorchDDP(GradsInParamsDDP):
+    """torch's DistributedDataParallel: it reduces inside backward, into ``param.grad``."""
 
     def finish_grad_sync(self) -> None:
-        """torch reduced inside backward; expose the result as ``main_grad`` and ``grad_data``."""
-        missing = [n for buf in self.buffers for n, p in buf.params.items() if p.grad is None]
-        if missing:
+        try:
+            super().finish_grad_sync()
+        except RuntimeError as exc:
             raise RuntimeError(
-                f"finish_grad_sync: params {missing} got no gradient, but every param should get one "
-                "(torch DDP with find_unused_parameters=False reduces a bucket only once all its grads "
-                "are ready)"
-            )
-        for buf in self.buffers:
-            for param in buf.params.values():
-                param.main_grad = param.grad
-            buf.refresh()
-
-    def zero_grad_buffer(self) -> None:
-        for param in self.named.values():
-            param.grad = None
-            if hasattr(param, "main_grad"):
-                del param.main_grad
+                f"{exc} (torch DDP with find_unused_parameters=False reduces a bucket only once all "
+                "its grads are ready)"
+            ) from None
 
 
 class TorchDDPImplementation:
@@ -234,7 +176,7 @@ class TorchDDPImplementation:
             return _unsupported_runtime(config)
         return None
 
-    def plan(self, named_params: NamedParams, config: LayoutConfig) -> list[TorchLayout]:
+    def plan(self, named_params: NamedParams, config: LayoutConfig) -> list[LayoutRecord]:
         """torch's rebuilt buckets per dtype (module docstring).
 
         A non-packed policy raises. ``grad_reduce_in_fp32`` has no torch
@@ -263,10 +205,8 @@ class TorchDDPImplementation:
         )
         ddp.register_comm_hook(group, default_hooks.allreduce_hook)
         names, params, sparse = reducer_params(ddp)
-        for param in params:
-            param.register_post_accumulate_grad_hook(_alias_main_grad)
         limits = rebuild_limits(cap_mb)
-        return TorchDDP(ddp, layouts(names, params, sparse, lambda dtype: limits))
+        return TorchDDP(ddp, module, layouts(names, params, sparse, lambda dtype: limits))
 
 
 def _unsupported_runtime(config: DDPConfig) -> str | None:

@@ -1,6 +1,6 @@
 """Assertion helpers for the layout suite; messages read "got X, but should be Y".
 
-The expected divisors are written out here from FACTS section 1, on purpose
+The expected divisors are written out here from docs/rules.md, on purpose
 not imported from the reference: the suite must not mirror the code it checks.
 """
 
@@ -14,7 +14,7 @@ DISTRIBUTED_POLICIES = ("padded", "high-busbw", "shard-aligned")
 
 
 def expected_divisor(policy: str, dp: int) -> int:
-    """Where bucket ends must fall, per policy (FACTS section 1 and 2)."""
+    """Where bucket ends must fall, per policy (docs/rules.md, section 1; docs/errata.md)."""
     return {
         "packed": 1,
         "padded": math.lcm(dp, 128),
@@ -62,12 +62,3 @@ def check_view_at(view: torch.Tensor, base: torch.Tensor, start: int, what: str)
         flat[0] = 7
         check_equal(base[start].item(), 7, f"{what}: buffer element after a write through the view")
         flat[0] = old
-
-
-def owners_per_element(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[int]:
-    """How many ranges cover each element of ``[lo, hi)``."""
-    counts = [0] * (hi - lo)
-    for start, end in ranges:
-        for i in range(max(start, lo), min(end, hi)):
-            counts[i - lo] += 1
-    return counts

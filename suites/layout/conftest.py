@@ -1,14 +1,24 @@
-"""Fixtures for the layout suite: the policy axis, skipped where the implementation lacks it."""
+"""Fixtures for the layout suite: the policy axis.
+
+Each policy is parametrized as the configuration that asks for it, so the
+suite plugin skips, at collection and with the reason, the policies the
+implementation under test cannot express.
+"""
 
 import pytest
 
 from reference.layout import POLICIES, LayoutConfig
 
+SHARDED = [name for name, p in POLICIES.items() if p.distributed_optimizer]
 
-@pytest.fixture(scope="session", params=list(POLICIES))
-def policy(request, impl) -> str:
-    """Each padding policy in turn; skipped with the reason if the implementation has no such policy."""
-    reason = impl.unsupported(LayoutConfig(policy=request.param))
-    if reason:
-        pytest.skip(reason)
-    return request.param
+
+@pytest.fixture(scope="session", params=[LayoutConfig(policy=p) for p in POLICIES], ids=list(POLICIES))
+def policy(request) -> str:
+    """Each padding policy in turn."""
+    return request.param.policy
+
+
+@pytest.fixture(scope="session", params=[LayoutConfig(policy=p) for p in SHARDED], ids=SHARDED)
+def sharded_policy(request) -> str:
+    """Each policy that shards buffers for the distributed optimizer."""
+    return request.param.policy

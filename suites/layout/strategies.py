@@ -49,10 +49,6 @@ def models(draw, max_params: int = 12, dtypes=DTYPES, shared: bool = True) -> li
     ]
 
 
-def single_dtype_models(max_params: int = 12):
-    return models(max_params=max_params, dtypes=(torch.float32,))
-
-
 @dataclass(frozen=True)
 class Setup:
     """Everything of a ``LayoutConfig`` but the policy, which tests get from a fixture."""

@@ -5,16 +5,15 @@ from hypothesis import given
 
 from suites.params import plan_specs
 
-from .assertions import check_multiple, is_distributed
+from .assertions import check_multiple
 from .strategies import models, setups
 
 pytestmark = pytest.mark.requires("layout")
 
 
 @given(model=models(), setup=setups())
-def test_param_starts_are_64_element_aligned(impl, policy, model, setup):
-    if not is_distributed(policy):
-        pytest.skip("packed buffers do not align params (upstream pads only for the distributed optimizer)")
-    for buf in plan_specs(impl, model, setup.config(policy)):
+def test_param_starts_are_64_element_aligned(impl, sharded_policy, model, setup):
+    """Only under the distributed optimizer: packed buffers do not align params, as upstream."""
+    for buf in plan_specs(impl, model, setup.config(sharded_policy)):
         for name, (start, _, _) in buf.param_index_map.items():
             check_multiple(start, 64, f"start of {name}")

@@ -46,11 +46,10 @@ def test_buckets_close_exactly_when_full(impl, policy, model, setup):
 
 
 @given(model=models(), setup=setups())
-def test_shared_embedding_sits_alone(impl, policy, model, setup):
-    if not is_distributed(policy):
-        pytest.skip("upstream isolates shared embeddings only under the distributed optimizer")
+def test_shared_embedding_sits_alone(impl, sharded_policy, model, setup):
+    """Upstream isolates shared embeddings only under the distributed optimizer."""
     shared = {s.name for s in model if s.shared_embedding}
-    for buf in plan_specs(impl, model, setup.config(policy)):
+    for buf in plan_specs(impl, model, setup.config(sharded_policy)):
         members = _bucket_members(buf)
         for name in shared & set(buf.param_index_map):
             bucket = buf.param_index_map[name][2]
@@ -77,7 +76,7 @@ def test_bucket_closes_exactly_at_the_boundary(impl, policy, model, dp, k, data)
     align = 64 if is_distributed(policy) else 1
     end = 0
     for spec in first:
-        end = -(-end // align) * align + spec.numel  # the planner's rule, FACTS section 1
+        end = -(-end // align) * align + spec.numel  # the rule in docs/rules.md, section 1
     config = LayoutConfig(dp=dp, policy=policy, bucket_size=end)
     for buf in plan_specs(impl, model, config):
         in_first = sorted(n for n, (_, _, b) in buf.param_index_map.items() if b == 0)

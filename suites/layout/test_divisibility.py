@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import given
 
+from reference.layout import LayoutConfig
 from suites.params import plan_specs
 
 from .assertions import check_equal, check_multiple, expected_divisor, is_distributed
@@ -30,11 +31,10 @@ def test_packed_buffers_have_no_padding(impl, model, setup):
         check_equal(buf.numel_unpadded, raw, "packed buffer numel_unpadded")
 
 
+@pytest.mark.requires(LayoutConfig(policy="shard-aligned"))
 @given(model=models(), setup=setups())
 def test_shard_aligned_shards_are_multiples_of_2_16(impl, model, setup):
     """The seeds' stated intent, which only the shard-aligned policy delivers (docs/errata.md)."""
-    if impl.unsupported(setup.config("shard-aligned")):
-        pytest.skip(impl.unsupported(setup.config("shard-aligned")))
     for buf in plan_specs(impl, model, setup.config("shard-aligned")):
         for i, (start, end) in enumerate(buf.bucket_indices):
             check_multiple((end - start) // setup.dp, 2**16, f"bucket {i} per-rank shard size")

@@ -50,13 +50,16 @@ def linear_stack(bias: bool, shared: bool) -> list[ParamSpec]:
     return specs
 
 
+MATRIX = [LayoutConfig(dp=DP, policy=policy, bucket_size=size) for size in BUCKET_SIZES
+          for policy in ("packed", "padded")]
+
+
 @pytest.mark.parametrize("shared", [False, True], ids=["plain", "shared"])
 @pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
-@pytest.mark.parametrize("policy", ["packed", "padded"])
-@pytest.mark.parametrize("bucket_size", BUCKET_SIZES)
-def test_upstream_matrix(impl, bucket_size, policy, bias, shared):
-    specs = linear_stack(bias, shared)
-    (buf,) = impl.plan(make_params(specs), LayoutConfig(dp=DP, policy=policy, bucket_size=bucket_size))
+@pytest.mark.parametrize("config", MATRIX, ids=[f"{c.bucket_size}-{c.policy}" for c in MATRIX])
+def test_upstream_matrix(impl, config, bias, shared):
+    bucket_size, policy = config.bucket_size, config.policy
+    (buf,) = impl.plan(make_params(linear_stack(bias, shared)), config)
     want_buckets = BUCKET_COUNTS[(bias, policy, shared)][BUCKET_SIZES.index(bucket_size)]
     check_equal(len(buf.bucket_indices), want_buckets, "number of buckets")
     check_equal(buf.numel, NUMEL[(bias, policy)], "buffer numel")
@@ -66,8 +69,12 @@ def test_upstream_matrix(impl, bucket_size, policy, bias, shared):
         check_equal(hi - lo, -(-unpadded // divisor) * divisor, f"bucket {i} padded numel")
 
 
+PADDED, HIGH_BUSBW, SHARD_ALIGNED = (LayoutConfig(policy=p) for p in ("padded", "high-busbw", "shard-aligned"))
+
+
+@pytest.mark.requires(PADDED)
 def test_unpadded_counts_the_gaps_between_params(impl):
-    """FACTS section 1: 10 x Linear(95, 95, bias=False), dp=8, one bucket: 90250 raw, 90817, 90880."""
+    """docs/rules.md: 10 x Linear(95, 95, bias=False), dp=8, one bucket: 90250 raw, 90817, 90880."""
     (buf,) = impl.plan(make_params(linear_stack(False, False)), LayoutConfig(dp=8, policy="padded"))
     check_equal((buf.numel_unpadded, buf.numel), (90_817, 90_880), "(numel_unpadded, numel)")
     # 9 gaps of 9088 - 9025 = 63 elements between the 10 weights: 90250 + 9 * 63 = 90817.
@@ -79,17 +86,20 @@ def _one_param(impl, numel, dp, policy):
     return buf
 
 
+@pytest.mark.requires(PADDED)
 def test_seed_example_1_needs_no_padding(impl):
     """Seed: 10,000,000 -> 10,000,128. Corrected: 10,000,000 = 78,125 * 128 already."""
     check_equal(_one_param(impl, 10_000_000, 8, "padded").numel, 10_000_000, "padded numel at dp=8")
 
 
+@pytest.mark.requires(HIGH_BUSBW)
 def test_seed_example_2_high_busbw_divisor_is_65536(impl):
     """Seed: lcm(64, 128, 65536) = 4,194,304 -> 41,943,040. Corrected: 65,536 -> 611 * 65,536."""
     check_equal(math.lcm(64, 128, 2**16), 65_536, "lcm(64, 128, 2**16)")
     check_equal(_one_param(impl, 40_000_000, 64, "high-busbw").numel, 40_042_496, "high-busbw numel")
 
 
+@pytest.mark.requires(HIGH_BUSBW)
 def test_seed_example_3_high_busbw_shard_is_not_2_16_aligned(impl):
     """Seed: shard 655,360 = 10 * 2**16. Corrected: 40,042,496 / 64 = 625,664; 625,664 % 65,536 = 35,840."""
     buf = _one_param(impl, 40_000_000, 64, "high-busbw")
@@ -97,15 +107,15 @@ def test_seed_example_3_high_busbw_shard_is_not_2_16_aligned(impl):
     check_equal((shard, shard % 2**16), (625_664, 35_840), "(shard, shard mod 2**16)")
 
 
+@pytest.mark.requires(SHARD_ALIGNED)
 def test_seed_example_3_intent_needs_shard_aligned_policy(impl):
     """The seed's 41,943,040 / 655,360 is what dp * 2**16 = 4,194,304 alignment gives."""
-    if impl.unsupported(LayoutConfig(policy="shard-aligned")):
-        pytest.skip(impl.unsupported(LayoutConfig(policy="shard-aligned")))
     buf = _one_param(impl, 40_000_000, 64, "shard-aligned")
     check_equal(buf.numel, 41_943_040, "shard-aligned numel")
     check_multiple(buf.numel // 64, 2**16, "shard-aligned per-rank shard")
 
 
+@pytest.mark.requires(HIGH_BUSBW)
 def test_seed_worst_case_divisor_is_65536(impl):
     """Seed: lcm(128, 128, 65536) = 8,388,608, doubling 8,388,609. Corrected: 65,536 -> 129 * 65,536."""
     buf = _one_param(impl, 8_388_609, 128, "high-busbw")

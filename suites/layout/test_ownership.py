@@ -5,20 +5,18 @@ from hypothesis import given
 
 from suites.params import make_params
 
-from .assertions import check_equal, is_distributed
+from .assertions import check_equal
 from .strategies import models, setups
 
 pytestmark = pytest.mark.requires("shards")
 
 
 @given(model=models(), setup=setups())
-def test_ranks_own_each_element_exactly_once(impl, policy, model, setup):
-    if not is_distributed(policy):
-        pytest.skip("packed buffers are not sharded")
-    buffers = impl.build(make_params(model), setup.config(policy), "meta")
+def test_ranks_own_each_element_exactly_once(impl, sharded_policy, model, setup):
+    buffers = impl.build(make_params(model), setup.config(sharded_policy), "meta")
     for buf in buffers:
         for i, (lo, hi) in enumerate(buf.layout.bucket_indices):
-            shard = (hi - lo) // setup.dp  # rank r owns the r-th equal slice (FACTS section 1)
+            shard = (hi - lo) // setup.dp  # rank r owns the r-th equal slice (docs/rules.md)
             for r in range(setup.dp):
                 want = (lo + r * shard, lo + (r + 1) * shard)
                 check_equal(tuple(buf.owned_range(i, r)), want, f"bucket {i} range owned by rank {r}")

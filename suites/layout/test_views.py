@@ -59,10 +59,8 @@ def test_bucket_views_cover_their_ranges(impl, policy, model, setup):
 
 @pytest.mark.requires("shards")
 @given(model=small_models, setup=small_setups)
-def test_shard_views_are_cached_views(impl, policy, model, setup):
-    if not is_distributed(policy):
-        pytest.skip("packed buffers are not sharded")
-    buffers, _, _ = _build(impl, model, setup, policy)
+def test_shard_views_are_cached_views(impl, sharded_policy, model, setup):
+    buffers, _, _ = _build(impl, model, setup, sharded_policy)
     for buf in buffers:
         for i, (lo, hi) in enumerate(buf.layout.bucket_indices):
             shard = (hi - lo) // setup.dp

@@ -1,8 +1,9 @@
 """The one registry of DDP configurations the correctness tests run over (OpInfo style).
 
-Each ``Case`` names a configuration and knows its ``DDPConfig``; the generic
-tests in this directory are parametrized over ``CASES`` and decide from the
-case how exactly results must match.
+Each ``Case`` names a configuration, knows its ``DDPConfig`` and what it
+needs of an implementation (``unsupported_by``, which the suite plugin asks
+at collection); the generic tests in this directory are parametrized over
+``CASES`` and decide from the case how exactly results must match.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class Case:
     buckets_per_group: int = 1
     steps: int = 3
     seed: int = 7
+    grad_sync_only: bool = False
+    """Run one backward and grad sync, no optimizer step: only the ddp level is needed."""
 
     @property
     def dtype(self) -> torch.dtype:
@@ -53,8 +56,25 @@ class Case:
             buckets_per_group=self.buckets_per_group,
         )
 
+    def unsupported_by(self, impl) -> str | None:
+        """Why ``impl`` cannot run this case, or None."""
+        reason = impl.unsupported(self.ddp_config())
+        if reason or "optimizer" in impl.capabilities:
+            return reason
+        stepped = not self.grad_sync_only
+        needs = [what for what, used in (
+            ("a distributed optimizer", self.policy != "packed" and stepped),
+            ("clipping", self.clip is not None and stepped),
+            ("num_tokens finalisation", self.num_tokens),
+            ("fp32 main params", self.bf16 and stepped),
+        ) if used]
+        if needs:
+            return (f"{impl.name} does not provide the 'optimizer' level, which this case needs for "
+                    f"{', '.join(needs)}")
+        return None
+
     def bitwise(self, world_size: int) -> bool:
-        """FACTS section 3: at world size 2, fp32, gloo's sum is the same however split."""
+        """docs/rules.md: at world size 2, fp32, gloo's sum is the same however split."""
         return world_size == 2 and not self.bf16 and self.clip is None and not self.num_tokens
 
     def make_torch_optimizer(self, params):
@@ -98,3 +118,4 @@ def _matrix() -> list[Case]:
 CASES: list[Case] = _matrix()
 CASE_IDS = [c.name for c in CASES]
 BY_NAME = {c.name: c for c in CASES}
+GRAD_SYNC_CASES = [dataclasses.replace(c, grad_sync_only=True, steps=1) for c in CASES]

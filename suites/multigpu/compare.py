@@ -1,6 +1,6 @@
 """Comparing tensors across implementations: bitwise where achievable, documented tolerances elsewhere.
 
-Tolerances (FACTS section 3): fp32 at world size > 2 or after a norm
+Tolerances (docs/rules.md, section 3): fp32 at world size > 2 or after a norm
 reduction, rtol 1.3e-6 / atol 1e-5; bf16, 1.6e-2 both.
 """
 

@@ -76,10 +76,9 @@ def check_config_must_match_across_ranks(ctx) -> None:
     _expect_error(lambda: _wrapped(ctx, case), "bucket_size", "rank 1 has 200, rank 0 has 100")
 
 
-def check_nan_is_traced_to_param_bucket_rank(ctx, policy: str) -> None:
+def check_nan_is_traced_to_param_bucket_rank(ctx, case: Case) -> None:
     requires_peers(ctx)
     last = ctx.world_size - 1
-    case = Case("nan", policy)
     impl = load_implementation(ctx.impl_spec)
     model = make_model().to(ctx.device)
     config = dataclasses.replace(case.ddp_config(), check_for_nan_in_grad=True)
@@ -111,6 +110,9 @@ def test_config_must_match_across_ranks(ranks, impl):
     ranks.run(check_config_must_match_across_ranks)
 
 
-@pytest.mark.parametrize("policy", ["packed", "padded"], ids=["allreduce", "distopt"])
-def test_nan_is_traced_to_param_bucket_rank(ranks, impl, policy):
-    ranks.run(check_nan_is_traced_to_param_bucket_rank, policy)
+NAN_CASES = [Case(mode, policy, grad_sync_only=True) for mode, policy in (("allreduce", "packed"), ("distopt", "padded"))]
+
+
+@pytest.mark.parametrize("case", NAN_CASES, ids=[c.name for c in NAN_CASES])
+def test_nan_is_traced_to_param_bucket_rank(ranks, impl, case):
+    ranks.run(check_nan_is_traced_to_param_bucket_rank, case)

@@ -15,9 +15,8 @@ from .training import owned_grad_pairs
 pytestmark = pytest.mark.requires("ddp")
 
 
-def check_no_sync_stays_local(ctx, policy: str) -> None:
+def check_no_sync_stays_local(ctx, case: Case) -> None:
     requires_peers(ctx)
-    case = Case(f"no-sync-{policy}", policy, microbatches=2)
     impl = load_implementation(ctx.impl_spec)
     model, plain = make_model().to(ctx.device), make_model().to(ctx.device)
     ddp = impl.wrap(model, case.ddp_config(), ctx.group, ctx.control_group)
@@ -39,13 +38,17 @@ def check_no_sync_stays_local(ctx, policy: str) -> None:
     loss_fn(ddp(tokens), labels).backward()
     ddp.finish_grad_sync()
     reduced = torch.cat([g.reshape(-1) for _, g, _ in owned_grad_pairs(ddp, ctx.rank)]).cpu()
-    if policy == "packed":
+    if case.policy == "packed":
         everyone = [torch.empty_like(reduced) for _ in range(ctx.world_size)]
         dist.all_gather(everyone, reduced, group=ctx.control_group)
         for rank, grads in enumerate(everyone):
             assert_close(grads, everyone[0], None, f"synced grads of rank {rank} vs rank 0")
 
 
-@pytest.mark.parametrize("policy", ["packed", "padded"], ids=["allreduce", "distopt"])
-def test_no_sync_keeps_grads_local(ranks, impl, policy):
-    ranks.run(check_no_sync_stays_local, policy)
+SYNCS = [Case(mode, policy, microbatches=2, grad_sync_only=True)
+         for mode, policy in (("allreduce", "packed"), ("distopt", "padded"))]
+
+
+@pytest.mark.parametrize("case", SYNCS, ids=[c.name for c in SYNCS])
+def test_no_sync_keeps_grads_local(ranks, impl, case):
+    ranks.run(check_no_sync_stays_local, case)

@@ -44,8 +44,8 @@ def recording_collectives(events: list[str], patch_points):
             setattr(owner, attr, fn)
 
 
-def check_launch_order(ctx, policy: str, overlap: bool) -> list[str]:
-    case = Case(f"overlap-probe-{policy}", policy, overlap=overlap, bucket_size=TINY)
+def check_launch_order(ctx, case: Case) -> list[str]:
+    overlap = case.overlap
     impl = load_implementation(ctx.impl_spec)
     side = Side(case, ctx, impl)
     side.sync(side.backward(0, global_token_count(case, 0, ctx.world_size)))  # warm-up step
@@ -74,7 +74,11 @@ def check_launch_order(ctx, policy: str, overlap: bool) -> list[str]:
     return events
 
 
-@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "serial"])
-@pytest.mark.parametrize("policy", ["packed", "padded"], ids=["allreduce", "distopt"])
-def test_collectives_launch_during_backward_only_with_overlap(ranks, impl, policy, overlap):
-    ranks.run(check_launch_order, policy, overlap)
+PROBES = [Case(f"{mode}-{'overlap' if overlap else 'serial'}", policy, overlap=overlap, bucket_size=TINY,
+              grad_sync_only=True)
+          for mode, policy in (("allreduce", "packed"), ("distopt", "padded")) for overlap in (True, False)]
+
+
+@pytest.mark.parametrize("case", PROBES, ids=[c.name for c in PROBES])
+def test_collectives_launch_during_backward_only_with_overlap(ranks, impl, case):
+    ranks.run(check_launch_order, case)

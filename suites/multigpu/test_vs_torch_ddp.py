@@ -4,37 +4,32 @@ import pytest
 
 from suites.impls import load_implementation
 
-from .cases import BY_NAME, CASE_IDS
+from .cases import CASE_IDS, CASES, GRAD_SYNC_CASES, Case
 from .models import make_model
-from .training import first_step_grads_against_torch_ddp, train_against_torch_ddp, unsupported
+from .training import first_step_grads_against_torch_ddp, train_against_torch_ddp
 
 pytestmark = pytest.mark.requires("ddp")
 
 
-def check_matches_torch_ddp(ctx, case_name: str) -> int:
-    records = train_against_torch_ddp(ctx, load_implementation(ctx.impl_spec), BY_NAME[case_name])
-    return len(records)
+def check_matches_torch_ddp(ctx, case: Case) -> int:
+    return train_against_torch_ddp(ctx, load_implementation(ctx.impl_spec), case)
 
 
-def check_grad_sync_matches_torch_ddp(ctx, case_name: str) -> int:
-    return first_step_grads_against_torch_ddp(ctx, load_implementation(ctx.impl_spec), BY_NAME[case_name])
+def check_grad_sync_matches_torch_ddp(ctx, case: Case) -> int:
+    return first_step_grads_against_torch_ddp(ctx, load_implementation(ctx.impl_spec), case)
 
 
-@pytest.mark.parametrize("case", CASE_IDS)
+@pytest.mark.parametrize("case", GRAD_SYNC_CASES, ids=CASE_IDS)
 def test_grad_sync_matches_torch_ddp(ranks, impl, case):
     """The ddp level alone: one step's reduced grads, so peers without an optimizer level are checked too."""
-    if unsupported(impl, BY_NAME[case], grads_only=True):
-        pytest.skip(unsupported(impl, BY_NAME[case], grads_only=True))
     compared = ranks.run(check_grad_sync_matches_torch_ddp, case)
-    numel = sum(p.numel() for p in make_model(BY_NAME[case].tied).parameters())
+    numel = sum(p.numel() for p in make_model(case.tied).parameters())
     # All-reduce: every rank holds every grad; distributed optimizer: each element on exactly one rank.
-    want = numel * ranks.world_size if BY_NAME[case].policy == "packed" else numel
+    want = numel * ranks.world_size if case.policy == "packed" else numel
     assert sum(compared) == want, f"grad elements compared over all ranks: got {compared}, but should sum to {want}"
 
 
-@pytest.mark.parametrize("case", CASE_IDS)
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_matches_torch_ddp(ranks, impl, case):
-    if unsupported(impl, BY_NAME[case]):
-        pytest.skip(unsupported(impl, BY_NAME[case]))
     steps = ranks.run(check_matches_torch_ddp, case)
-    assert steps == [BY_NAME[case].steps] * ranks.world_size, f"steps compared per rank: got {steps}"
+    assert steps == [case.steps] * ranks.world_size, f"steps compared per rank: got {steps}"

@@ -9,20 +9,11 @@ elements this rank owns are reduced), params after every optimizer step.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-
 import torch
 
 from .cases import Case
 from .compare import agreed, assert_close, tolerance
 from .models import batch, loss_fn, make_model, tokens_in
-
-
-@dataclass
-class StepRecord:
-    step: int
-    grad_norm: float | None
-    oracle_grad_norm: float | None
 
 
 def owned_grad_pairs(ddp, rank: int):
@@ -37,21 +28,6 @@ def owned_grad_pairs(ddp, rank: int):
             a, b = max(start, lo), min(end, hi)
             if a < b:
                 yield name, buf.grad_data[a:b], slice(a - start, b - start)
-
-
-def unsupported(impl, case: Case, grads_only: bool = False) -> str | None:
-    """Why ``impl`` cannot run ``case`` (or just its grad sync), or None."""
-    reason = impl.unsupported(case.ddp_config())
-    if reason:
-        return reason
-    needs = [what for what, used in (
-        ("a distributed optimizer", case.policy != "packed" and not grads_only),
-        ("clipping", case.clip is not None and not grads_only),
-        ("num_tokens finalisation", case.num_tokens), ("fp32 main params", case.bf16 and not grads_only),
-    ) if used]
-    if needs and "optimizer" not in impl.capabilities:
-        return f"{impl.name} does not provide the 'optimizer' level, which this case needs for {', '.join(needs)}"
-    return None
 
 
 class MainGradOptimizer:
@@ -212,11 +188,10 @@ def compare_update(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, no
         assert_close(param, their_params[name], tol, f"step {step} rank {ctx.rank} param {name}")
 
 
-def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
-    """Train both sides ``case.steps`` steps; every comparison agreed across ranks; raise on a mismatch."""
+def train_against_torch_ddp(ctx, impl, case: Case) -> int:
+    """Train both sides ``case.steps`` steps; every comparison agreed across ranks; returns the steps compared."""
     ours, theirs = Side(case, ctx, impl), Side(case, ctx)
     tol = tolerance(case.bitwise(ctx.world_size), case.bf16)
-    records = []
     for step in range(case.steps):
         total = global_token_count(case, step, ctx.world_size)
         ours.sync(ours.backward(step, total))
@@ -229,8 +204,7 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> list[StepRecord]:
         agreed(ctx, lambda: compare_update(ctx, case, ours, theirs, tol, step, norms, logits))
         ours.zero_grad()
         theirs.zero_grad()
-        records.append(StepRecord(step, *norms))
-    return records
+    return case.steps
 
 
 def train_against_single_process(ctx, impl, case: Case) -> None:

@@ -1,0 +1,114 @@
+"""The ddp-level handle adapters share: the implementation's own wrapper under the suites' names.
+
+``ForwardingDDP`` forwards calls to the wrapped implementation (``raw``).
+``GradsInParamsDDP`` is for wrappers that leave reduced grads in the params
+(``param.grad`` or ``param.main_grad``) rather than in one flat buffer: at
+``finish_grad_sync`` it exposes each reduced grad as ``param.main_grad`` and
+concatenates them, in a planned layout, into a flat ``grad_data`` per record,
+which is what the suites read.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from reference.layout import LayoutRecord
+
+
+class ForwardingDDP:
+    """``raw``'s forward, ``no_sync``, ``finish_grad_sync`` and ``zero_grad_buffer``, as the suites call them."""
+
+    def __init__(self, raw, module: torch.nn.Module, buffers: Sequence) -> None:
+        self.raw = raw
+        self.module = module
+        self.buffers = list(buffers)
+
+    def __call__(self, *args, **kwargs):
+        return self.raw(*args, **kwargs)
+
+    def no_sync(self):
+        return self.raw.no_sync()
+
+    def finish_grad_sync(self) -> None:
+        self.raw.finish_grad_sync()
+
+    def zero_grad_buffer(self) -> None:
+        self.raw.zero_grad_buffer()
+
+
+class GradsBuffer:
+    """A planned layout over grads that live in the params: ``grad_data`` is rebuilt flat at each sync."""
+
+    param_data = None  # the params are never re-pointed into a buffer
+
+    def __init__(self, layout: LayoutRecord, params: dict[str, torch.nn.Parameter]) -> None:
+        self.layout = layout
+        self.params = {n: params[n] for n in layout.param_index_map}
+        self.grad_data = torch.zeros(0)
+
+    def refresh(self) -> None:
+        """Concatenate ``main_grad`` in layout order, so ``grad_data[start:end]`` is a param's grad."""
+        order = sorted(self.layout.param_index_map, key=lambda n: self.layout.param_index_map[n][0])
+        self.grad_data = torch.cat([self.params[n].main_grad.reshape(-1) for n in order])
+
+
+class GradsInParamsDDP(ForwardingDDP):
+    """A wrapper whose reduced grads stay in the params, in ``param.<source>``.
+
+    With ``source="grad"`` (torch-DDP-like) ``main_grad`` is made an alias of
+    ``param.grad`` as soon as autograd accumulates it, so a check can read
+    ``main_grad`` inside ``no_sync`` too, and zeroing drops both. With
+    ``source="main_grad"`` the wrapper owns ``main_grad`` and zeroes it itself
+    (``raw.zero_grad_buffer``), or it is zeroed in place here.
+    """
+
+    def __init__(self, raw, module: torch.nn.Module, records: Sequence[LayoutRecord],
+                 source: str = "grad") -> None:
+        if source not in ("grad", "main_grad"):
+            raise ValueError(f"source: got {source!r}, but should be 'grad' or 'main_grad'")
+        self.named = dict(module.named_parameters())
+        self.source = source
+        super().__init__(raw, module, [GradsBuffer(r, self.named) for r in records])
+        if source == "grad":
+            for param in self.named.values():
+                if param.requires_grad:
+                    param.register_post_accumulate_grad_hook(_alias_main_grad)
+
+    def reduced_grad(self, param: torch.nn.Parameter) -> torch.Tensor | None:
+        """This rank's reduced gradient of ``param`` (full, not sharded), or None if it has none."""
+        return getattr(param, self.source, None)
+
+    def finish_grad_sync(self) -> None:
+        """Wait for the wrapper if it can be waited for, then expose its grads as ``main_grad`` and ``grad_data``."""
+        finish = getattr(self.raw, "finish_grad_sync", None)
+        if finish is not None:
+            finish()
+        grads = {n: self.reduced_grad(p) for n, p in self.named.items() if p.requires_grad}
+        missing = sorted(n for n, g in grads.items() if g is None)
+        if missing:
+            raise RuntimeError(
+                f"finish_grad_sync: params {missing} got no reduced gradient, but every trainable "
+                f"param should get one in param.{self.source}"
+            )
+        for name, grad in grads.items():
+            self.named[name].main_grad = grad
+        for buf in self.buffers:
+            buf.refresh()
+
+    def zero_grad_buffer(self) -> None:
+        zero = getattr(self.raw, "zero_grad_buffer", None)
+        if zero is not None:
+            zero()
+        for param in self.named.values():
+            param.grad = None
+            if self.source == "grad" and hasattr(param, "main_grad"):
+                del param.main_grad
+            elif zero is None and getattr(param, "main_grad", None) is not None:
+                param.main_grad.zero_()
+
+
+def _alias_main_grad(param: torch.nn.Parameter) -> None:
+    """The suites read ``main_grad``; a torch-DDP-like wrapper writes reduced grads into ``param.grad``."""
+    param.main_grad = param.grad
