@@ -1,8 +1,9 @@
 """Distributed gradient norm, clipping and zero counting (upstream semantics, any device).
 
-Under the distributed optimizer each rank passes only the shards it owns and
-a group to sum over; with plain all-reduce DDP every rank holds the full,
-identical grads and passes ``group=None``. Shared params must appear once.
+Each rank passes its share of the gradient elements, such that every distinct
+element is passed by exactly one rank (shared params once, padding never),
+and the group to reduce over; ``group=None`` reduces nothing. ``device`` is
+where the reduction happens: a rank whose share is empty still takes part.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import torch.distributed as dist
 CLIP_EPS = 1e-6
 
 
-def grad_norm(grads: Sequence[torch.Tensor], norm_type: float = 2.0, group: dist.ProcessGroup | None = None) -> float:
+def grad_norm(grads: Sequence[torch.Tensor], norm_type: float = 2.0, group: dist.ProcessGroup | None = None,
+              device: torch.device | None = None) -> float:
     """Global ``norm_type`` norm of ``grads`` (inf: max |g|), reduced over ``group``."""
     if norm_type <= 0:
         raise ValueError(f"norm_type: got {norm_type!r}, but should be a positive number or inf")
-    device = grads[0].device if grads else torch.device("cpu")
+    device = _device(grads, device)
     if math.isinf(norm_type):
         local = max((g.abs().max().float() for g in grads if g.numel()), default=torch.tensor(0.0))
         total = torch.tensor([float(local)], dtype=torch.float32, device=device)
@@ -47,11 +49,18 @@ def clip_by_total_norm(grads: Sequence[torch.Tensor], max_norm: float, total_nor
             g.mul_(coeff)
 
 
-def count_zeros(grads: Sequence[torch.Tensor], group: dist.ProcessGroup | None = None) -> int:
-    device = grads[0].device if grads else torch.device("cpu")
+def count_zeros(grads: Sequence[torch.Tensor], group: dist.ProcessGroup | None = None,
+                device: torch.device | None = None) -> int:
+    device = _device(grads, device)
     total = torch.zeros(1, dtype=torch.int64, device=device)
     for g in grads:
         total += (g == 0).sum()
     if group is not None:
         dist.all_reduce(total, group=group)
     return int(total.item())
+
+
+def _device(grads: Sequence[torch.Tensor], device: torch.device | None) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    return grads[0].device if grads else torch.device("cpu")

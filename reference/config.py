@@ -58,19 +58,29 @@ class DDPConfig:
     def distributed_optimizer(self) -> bool:
         return get_policy(self.policy).distributed_optimizer
 
-    def layout_config(self, dp: int) -> LayoutConfig:
-        """The planner request this configuration makes at data-parallel size ``dp``."""
+    def layout_config(self, dp: int, expert_dp: int | None = None) -> LayoutConfig:
+        """The planner request this configuration makes at data-parallel size ``dp``.
+
+        Upstream's default bucket size follows ``dp`` for expert buffers too.
+        """
         if self.disable_bucketing or not self.overlap_grad_reduce:
             bucket_size = None
         else:
             bucket_size = self.bucket_size or default_bucket_size(dp)
         return LayoutConfig(dp=dp, policy=self.policy, bucket_size=bucket_size,
-                            grad_reduce_in_fp32=self.grad_reduce_in_fp32)
+                            grad_reduce_in_fp32=self.grad_reduce_in_fp32, expert_dp=expert_dp)
 
-    def gradient_scaling_factor(self, dp: int) -> float:
-        """Applied before the collective: 1/dp for SUM, 1 for AVG or per-token losses."""
-        if self.average_in_collective or self.calculate_per_token_loss:
+    def gradient_scaling_factor(self, dp: int, expert_dp: int | None = None) -> float:
+        """Applied before the collective; ``expert_dp`` for expert grads, reduced over expert_dp ranks.
+
+        Per-token losses are summed: 1. SUM: 1/dp, experts too. AVG over the
+        reducing group: 1 for dense grads, ``expert_dp / dp`` for expert grads,
+        so that both end up as their group's sum times 1/dp (docs/rules.md).
+        """
+        if self.calculate_per_token_loss:
             return 1.0
+        if self.average_in_collective:
+            return 1.0 if expert_dp is None else expert_dp / dp
         return 1.0 / dp
 
     def as_dict(self) -> dict:

@@ -11,6 +11,10 @@ sums repeated uses first), so the "golden" ready count is always 1 and groups
 launch from the hook from the first step on. Groups that never completed are
 launched, in order, from ``finish_grad_sync``, after all ranks have agreed
 that no param is missing a grad.
+
+Expert-parallel params (``param.allreduce = False``) live in buffers of their
+own, planned, reduced and sharded over the expert-data-parallel group instead
+of the data-parallel group, with upstream's scaling (docs/rules.md, section 2).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .bucket_group import BucketGroup, GradSyncError, Member
 from .buffer import ParamAndGradBuffer, build_buffers
 from .collectives import all_gather
 from .config import DDPConfig
+from .layout import is_expert_parallel
 
 
 class DistributedDataParallel(torch.nn.Module):
@@ -42,6 +47,7 @@ class DistributedDataParallel(torch.nn.Module):
         device: torch.device | str | None = None,
         agreement_group: dist.ProcessGroup | None = None,
         timeout: datetime.timedelta = DEFAULT_TIMEOUT,
+        expert_data_parallel_group: dist.ProcessGroup | None = None,
     ) -> None:
         super().__init__()
         self.module = module
@@ -49,14 +55,17 @@ class DistributedDataParallel(torch.nn.Module):
         self.group = process_group or dist.group.WORLD
         self.dp = dist.get_world_size(self.group)
         self.rank = dist.get_rank(self.group)
+        self.expert_group = expert_data_parallel_group or self.group
+        self.expert_dp = dist.get_world_size(self.expert_group)
         self.control = agreement_group or control_group(self.group, timeout)
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self._check_same_everywhere(named)
         if not named:
             raise ValueError("module: got no trainable parameters, but should have at least one")
+        self._check_expert_group()
         device = torch.device(device) if device is not None else named[0][1].device
         self.buffers: list[ParamAndGradBuffer] = build_buffers(
-            named, config.layout_config(self.dp), device, self.buffer_cls
+            named, config.layout_config(self.dp, self.expert_dp), device, self.buffer_cls
         )
         self.bucket_groups = self._partition()
         self._group_of = {name: g for g in self.bucket_groups for name in g.param_names}
@@ -71,7 +80,8 @@ class DistributedDataParallel(torch.nn.Module):
     def _check_same_everywhere(self, named) -> None:
         fingerprint = {
             **{f"config.{k}": v for k, v in self.config.as_dict().items()},
-            "parameters": [(n, tuple(p.shape), str(p.dtype)) for n, p in named],
+            "expert data-parallel size": self.expert_dp,
+            "parameters": [(n, tuple(p.shape), str(p.dtype), is_expert_parallel(p)) for n, p in named],
         }
         diffs = differences_from_rank0(fingerprint, self.control)
         if diffs:
@@ -80,17 +90,35 @@ class DistributedDataParallel(torch.nn.Module):
                 + "\n  ".join(diffs)
             )
 
+    def _check_expert_group(self) -> None:
+        dense = set(dist.get_process_group_ranks(self.group))
+        expert = dist.get_process_group_ranks(self.expert_group)
+        if not set(expert) <= dense or self.dp % self.expert_dp:
+            raise ValueError(
+                f"expert_data_parallel_group: got ranks {expert}, but should be a subgroup of the "
+                f"data-parallel group (ranks {sorted(dense)}) whose size divides {self.dp}"
+            )
+
+    def group_of(self, buffer: ParamAndGradBuffer) -> dist.ProcessGroup:
+        """The group a buffer is reduced and sharded over: expert-data-parallel for expert buffers."""
+        return self.expert_group if buffer.layout.expert_parallel else self.group
+
+    def rank_in(self, buffer: ParamAndGradBuffer) -> int:
+        """This rank's index in ``group_of(buffer)``: which shard of each of its buckets it owns."""
+        return dist.get_rank(self.group_of(buffer))
+
     def _partition(self) -> list[BucketGroup]:
         per = self.config.buckets_per_group
         groups = []
         for buf in self.buffers:
+            expert_dp = self.expert_dp if buf.layout.expert_parallel else None
             for start in range(0, len(buf.buckets), per):
                 members = [Member(buf, b) for b in buf.buckets[start : start + per]]
                 groups.append(self.bucket_group_cls(
                     index=len(groups),
                     members=members,
-                    group=self.group,
-                    scaling_factor=self.config.gradient_scaling_factor(self.dp),
+                    group=self.group_of(buf),
+                    scaling_factor=self.config.gradient_scaling_factor(self.dp, expert_dp),
                     average_in_collective=self.config.average_in_collective,
                     reduce_scatter=self.config.distributed_optimizer,
                     check_for_nan=self.config.check_for_nan_in_grad,
@@ -176,9 +204,10 @@ class DistributedDataParallel(torch.nn.Module):
         """All-gather every bucket's params from each rank's shard (async if overlapping)."""
         async_op = self.config.overlap_param_gather
         for buf in self.buffers:
+            group, rank = self.group_of(buf), self.rank_in(buf)
             for bucket in buf.buckets:
-                own = buf.param_shards(bucket.index)[self.rank]
-                work = all_gather(bucket.param_data, own, group=self.group, async_op=async_op)
+                own = buf.param_shards(bucket.index)[rank]
+                work = all_gather(bucket.param_data, own, group=group, async_op=async_op)
                 if async_op:
                     self._param_gathers.append(work)
 

@@ -5,6 +5,12 @@ the result goes). The plain optimizer has one slot per param; the distributed
 optimizer one per bucket: the rank's shard of it, which ignores param
 boundaries. A standard torch optimizer steps the main tensors; element-wise
 optimizers (SGD, Adam) give the same bits however the elements are grouped.
+
+Norms and zero counts count every distinct param element exactly once across
+the world: a slot is *counted* on one rank only (the shard's owner; for a
+replicated param, the first rank of the group it is replicated over, so an
+expert counts once however many expert-data-parallel replicas it has), and
+the counts are summed over the data-parallel group.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
-import torch.distributed as dist
 
 from .bucket_group import GradSyncError
 from .clip import clip_by_total_norm, count_zeros, grad_norm
@@ -28,6 +33,7 @@ class Slot:
     grad: torch.Tensor  # reduced grad (a view into the grad buffer)
     model: torch.Tensor  # where updated values go (param data or the rank's param shard)
     param_spans: list[tuple[int, int]]  # [start, end) of param elements in ``grad`` (no padding)
+    counted: bool  # whether this rank counts the slot in norms and zero counts
 
     def param_grads(self) -> list[torch.Tensor]:
         flat = self.grad.reshape(-1)
@@ -44,20 +50,23 @@ class ReferenceOptimizer:
         self.max_grad_norm = max_grad_norm
         self.norm_type = norm_type
         self.slots = self._shard_slots() if self.distributed else self._param_slots()
+        self.device = ddp.buffers[0].grad_data.device
         self.optimizer = make_optimizer([s.main for s in self.slots])
 
     def _param_slots(self) -> list[Slot]:
         slots = []
         for buf in self.ddp.buffers:
+            first_replica = self.ddp.rank_in(buf) == 0
             for param in buf.params.values():
                 model = param.data
                 main = model if model.dtype == torch.float32 else model.float()
-                slots.append(Slot(main, param.main_grad, model, [(0, param.numel())]))
+                slots.append(Slot(main, param.main_grad, model, [(0, param.numel())], first_replica))
         return slots
 
     def _shard_slots(self) -> list[Slot]:
-        rank, slots = self.ddp.rank, []
+        slots = []
         for buf in self.ddp.buffers:
+            rank = self.ddp.rank_in(buf)
             for bucket in buf.buckets:
                 lo, hi = buf.owned_range(bucket.index, rank)
                 spans = [
@@ -67,13 +76,8 @@ class ReferenceOptimizer:
                 ]
                 shard = buf.param_shards(bucket.index)[rank]
                 main = shard if shard.dtype == torch.float32 else shard.float()
-                slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, sorted(spans)))
+                slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, sorted(spans), True))
         return slots
-
-    @property
-    def norm_group(self) -> dist.ProcessGroup | None:
-        """Shards are summed over dp; full all-reduced grads are already the same everywhere."""
-        return self.ddp.group if self.distributed else None
 
     def step(self) -> float | None:
         """One update; returns the grad norm when clipping (before clipping), else None."""
@@ -84,7 +88,7 @@ class ReferenceOptimizer:
             )
         norm = None
         if self.max_grad_norm is not None:
-            norm = grad_norm(self.grads_for_norm(), self.norm_type, self.norm_group)
+            norm = grad_norm(self.grads_for_norm(), self.norm_type, self.ddp.group, self.device)
             clip_by_total_norm([s.grad for s in self.slots], self.max_grad_norm, norm)
         for slot in self.slots:
             slot.main.grad = slot.grad if slot.grad.dtype == torch.float32 else slot.grad.float()
@@ -103,9 +107,9 @@ class ReferenceOptimizer:
         self.ddp.zero_grad_buffer()
 
     def grads_for_norm(self) -> Sequence[torch.Tensor]:
-        """Param elements only: padding is never part of a norm or a zero count."""
-        return [g for s in self.slots for g in s.param_grads()]
+        """This rank's share of the param elements (padding never part of a norm or a zero count)."""
+        return [g for s in self.slots if s.counted for g in s.param_grads()]
 
     def count_zeros(self) -> int:
         """Zero gradient elements over the whole model (each counted once, padding excluded)."""
-        return count_zeros(self.grads_for_norm(), self.norm_group)
+        return count_zeros(self.grads_for_norm(), self.ddp.group, self.device)

@@ -19,7 +19,8 @@ from reference.layout.policies import HIGH_BUSBW_ALIGNMENT
 SEED_BUCKET_SIZE = 40_000_000
 BYTES_PER_ELEMENT = 2  # the seed's buffers are bf16
 DPS = (8, 32, 64, 128)
-MODELS = ("llama2-7b", "llama2-70b", "gpt3-175b", "palm-540b")
+MODELS = ("llama2-7b", "llama2-70b", "gpt3-175b", "palm-540b", "mixtral-8x7b")
+EXPERT_PARALLEL = {"mixtral-8x7b": 8}  # ep: one expert per rank of each expert-parallel group
 # Seed 000, "Typical Overhead": (model, dp) -> (avg overhead per bucket, total overhead).
 SEED_CLAIMS = {
     ("llama2-7b", 8): ("0.01%", "4KB"),
@@ -38,23 +39,28 @@ def human_bytes(n: float) -> str:
 
 
 def overhead_row(model: str, dp: int, policy: str, bucket_size: int = SEED_BUCKET_SIZE) -> dict:
-    specs = model_specs(model)
-    layout = plan_layout(specs, LayoutConfig(dp=dp, policy=policy, bucket_size=bucket_size))
+    """One rank's buffers; a mixture-of-experts model's expert buffers are planned for dp / ep."""
+    ep = EXPERT_PARALLEL.get(model, 1)
+    specs = model_specs(model, ep=ep)
+    layout = plan_layout(specs, LayoutConfig(dp=dp, policy=policy, bucket_size=bucket_size, expert_dp=dp // ep))
     raw = sum(s.numel for s in specs)
     numel = sum(b.numel for b in layout.buffers)
+    expert_raw = sum(s.numel for s in specs if s.expert_parallel)
     end_pcts, aligned, buckets = [], 0, 0
     for buf in layout.buffers:
         for (lo, hi), unpadded in zip(buf.bucket_indices, buf.per_bucket_numel_unpadded):
             buckets += 1
             end_pcts.append(100.0 * (hi - lo - unpadded) / unpadded)
-            aligned += (hi - lo) % dp == 0 and ((hi - lo) // dp) % HIGH_BUSBW_ALIGNMENT == 0
+            aligned += (hi - lo) % buf.dp == 0 and ((hi - lo) // buf.dp) % HIGH_BUSBW_ALIGNMENT == 0
     claim = SEED_CLAIMS.get((model, dp))
     return {
         "model": model,
         "dp": dp,
+        "ep": ep,
         "policy": policy,
         "buckets": buckets,
         "padding_elements": numel - raw,
+        "expert_padding_elements": sum(b.numel for b in layout.expert) - expert_raw,
         "padding_pct": 100.0 * (numel - raw) / raw,
         "avg_bucket_end_padding_pct": sum(end_pcts) / len(end_pcts),
         "padding_bytes_bf16": (numel - raw) * BYTES_PER_ELEMENT,
@@ -74,8 +80,9 @@ def render_markdown(rows: list[dict]) -> str:
 
     shown = [
         {
-            "model": r["model"], "dp": r["dp"], "policy": r["policy"], "buckets": r["buckets"],
+            "model": r["model"], "dp": r["dp"], "ep": r["ep"], "policy": r["policy"], "buckets": r["buckets"],
             "padding (elements)": f"{r['padding_elements']:,}",
+            "of it in expert buffers": f"{r['expert_padding_elements']:,}" if r["ep"] > 1 else "",
             "padding %": f"{r['padding_pct']:.4f}",
             "avg end pad / bucket %": f"{r['avg_bucket_end_padding_pct']:.4f}",
             "padding (bf16)": human_bytes(r["padding_bytes_bf16"]),

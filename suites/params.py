@@ -23,6 +23,8 @@ def make_params(
         param = torch.nn.Parameter(data, requires_grad=spec.requires_grad)
         if spec.shared_embedding:
             param.shared_embedding = True
+        if spec.expert_parallel:
+            param.allreduce = False  # upstream's expert-parallel marker
         named.append((spec.name, param))
     return named
 

@@ -16,11 +16,12 @@ what the implementation lacks, with the reason, in this order:
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig
@@ -42,6 +43,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("default", max_examples=100, deadline=None)
+# Which tests fail is what a suite-strength run measures, not the smallest failing example.
+settings.register_profile(
+    "strength",
+    parent=settings.get_profile("ci"),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
 settings.register_profile(
     "nightly", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -54,6 +61,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get(IMPL_ENV, "reference"),
         help=f"implementation under test: a registered name or a module path "
         f"(default: ${IMPL_ENV} or 'reference')",
+    )
+    group.addoption(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NODEID_PATTERN",
+        help="repeatable: run only the tests whose node id matches one of these fnmatch patterns",
     )
 
 
@@ -83,6 +97,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _keep_only(config, items)
     impl = config._ddpc_impl
     expectations = load_expectations(impl.name)
     used: set[Expectation] = set()
@@ -99,6 +114,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 mark = pytest.mark.skip if exp.kind == "skip" else pytest.mark.xfail
                 item.add_marker(mark(reason=f"{impl.name} expectation: {exp.reason}"))
     _warn_unmatched(config, items, [e for e in expectations if e not in used])
+
+
+def _keep_only(config: pytest.Config, items: list[pytest.Item]) -> None:
+    patterns = config.getoption("only")
+    if not patterns:
+        return
+    kept = [i for i in items if any(fnmatch.fnmatchcase(i.nodeid, p) for p in patterns)]
+    config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+    items[:] = kept
 
 
 def missing_capability(impl, item: pytest.Item) -> str | None:

@@ -64,3 +64,12 @@ def test_requires_names_only_known_levels(tmp_path):
     proc = run_pytest(str(test), "-p", "suites.plugin")
     assert proc.returncode == 4, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert "requires('layuot'): got an unknown level" in proc.stderr, proc.stderr[-1500:]
+
+
+def test_only_keeps_the_tests_whose_node_id_matches():
+    proc = run_pytest("suites/layout/test_golden.py", "-q",
+                      "--only=suites/layout/test_golden.py::test_upstream_matrix[[]None-*-plain]",
+                      "--only=*::test_seed_worst_case*")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    # None-packed and None-padded, each without and with bias, plus the worst case.
+    assert "5 passed, 57 deselected" in proc.stdout, proc.stdout[-600:]

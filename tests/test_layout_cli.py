@@ -33,8 +33,28 @@ def test_model_table_has_totals():
     assert "6,738,415,616" in proc.stdout, proc.stdout  # Llama-2 7B's parameter count
 
 
+def test_mixture_of_experts_gets_expert_buffers_planned_for_dp_over_ep(capsys):
+    """Mixtral 8x7B at dp=32, ep=8: one expert per layer on each rank, buffers for expert_dp = 4.
+
+    Worked by hand: an expert's fc1 is 2 * 14,336 x 4,096 = 117,440,512 elements and its fc2
+    4,096 x 14,336 = 58,720,256, each over the 40M bucket size, so each closes its own bucket:
+    64 expert buckets. Both are multiples of 4 * 2**16 = 262,144 (448 and 224 times), so even
+    shard-aligned needs no expert padding.
+    """
+    assert main(["--model", "mixtral-8x7b", "--dp", "32", "--ep", "8", "--policy", "shard-aligned",
+                 "--bucket-size", "40000000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    experts = [b for b in out["buckets"] if b["kind"] == "expert"]
+    assert len(experts) == 64, len(experts)
+    assert {(b["numel"], b["end_padding"], b["params"]) for b in experts} == {
+        (117_440_512, 0, 1), (58_720_256, 0, 1)}, experts[:2]
+    assert out["totals"]["expert_buffers"] == 1, out["totals"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--numel", "0"], "--numel: got 0, but should be >= 1"),
+    (["--model", "mixtral-8x7b", "--dp", "16", "--ep", "3"], "--ep: got 3, but should be a divisor of --dp 16"),
+    (["--model", "llama2-7b", "--dp", "16", "--ep", "2"], "ep: got 2 for llama2-7b, but should be 1 (it has no experts)"),
     (["--numel", "10", "--dp", "0"], "dp: got 0, but should be an integer >= 1"),
     (["--model", "gpt5"], "invalid choice: 'gpt5'"),
 ])

@@ -1,8 +1,9 @@
 """Every deliberately broken implementation fails the suites, in the tests its catalogue entry names.
 
 The reference passing the same suites is shown by the suite runs themselves.
-Each entry runs the test modules its ``CAUGHT_BY`` names (multigpu ones at
-world size 2); the report's strength table runs the whole suites.
+Each entry runs only the tests its ``CAUGHT_BY`` names (multigpu ones at
+world size 2), under the "strength" hypothesis profile (derandomized, no
+shrinking); the report's strength table runs the whole suites.
 """
 
 import fnmatch
@@ -11,6 +12,7 @@ import pytest
 
 from fixtures.broken import catalogue
 from reports.conformance import run_suite
+from reports.strength import STRENGTH_ARGS
 
 ENTRIES = catalogue()
 
@@ -24,7 +26,8 @@ def test_catalogue_covers_at_least_15_distinct_bugs():
 def test_broken_implementation_is_caught(entry):
     failed = []
     for module in sorted({pattern.split("::")[0] for pattern in entry.caught_by}):
-        result = run_suite(module, entry.impl_spec)
+        only = [f"--only={p}" for p in entry.caught_by if p.startswith(module + "::")]
+        result = run_suite(module, entry.impl_spec, [*STRENGTH_ARGS, *only])
         assert result.exit_code == 1, (
             f"{entry.name} in {module}: got exit {result.exit_code}, but should be 1 (tests failing)\n"
             + "\n".join(result.failures[:5])

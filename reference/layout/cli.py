@@ -23,6 +23,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     what.add_argument("--numel", type=int, help="one flat parameter of this many elements")
     parser.add_argument("--dp", type=int, default=8, help="data-parallel size (default 8)")
     parser.add_argument(
+        "--ep", type=int, default=1,
+        help="expert-parallel size for a mixture-of-experts model (default 1): this rank holds "
+        "experts / ep experts, whose buffers are planned for the expert-data-parallel size dp / ep",
+    )
+    parser.add_argument(
         "--bucket-size", type=int, default=None,
         help="elements per bucket (default: upstream's max(40M, 1M * dp)); 0 for one bucket",
     )
@@ -34,6 +39,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.numel is not None and args.numel < 1:
         parser.error(f"--numel: got {args.numel}, but should be >= 1")
+    if args.ep < 1 or args.dp % args.ep:
+        parser.error(f"--ep: got {args.ep}, but should be a divisor of --dp {args.dp}")
     return args
 
 
@@ -44,6 +51,7 @@ def bucket_rows(layout: ModelLayout) -> list[dict]:
             shard = (hi - lo) // buf.dp if (hi - lo) % buf.dp == 0 else None
             rows.append({
                 "buffer": b,
+                "kind": "expert" if buf.expert_parallel else "dense",
                 "bucket": i,
                 "params": len(buf.bucket_param_names(i)),
                 "numel": hi - lo,
@@ -61,6 +69,7 @@ def totals(layout: ModelLayout) -> dict:
     unpadded = sum(buf.numel_unpadded for buf in layout.buffers)
     return {
         "buffers": len(layout.buffers),
+        "expert_buffers": len(layout.expert),
         "buckets": sum(buf.num_buckets for buf in layout.buffers),
         "param_elements": raw,
         "numel_unpadded": unpadded,
@@ -73,16 +82,18 @@ def totals(layout: ModelLayout) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     dtype = DTYPES[args.dtype]
-    specs = model_specs(args.model, dtype) if args.model else [ParamSpec("flat", (args.numel,), dtype)]
     bucket_size = default_bucket_size(args.dp) if args.bucket_size is None else args.bucket_size or None
     try:
-        config = LayoutConfig(args.dp, args.policy, bucket_size, args.grad_reduce_in_fp32)
+        specs = (model_specs(args.model, dtype, ep=args.ep) if args.model
+                 else [ParamSpec("flat", (args.numel,), dtype)])
+        config = LayoutConfig(args.dp, args.policy, bucket_size, args.grad_reduce_in_fp32,
+                              expert_dp=args.dp // args.ep)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     layout = plan_layout(specs, config)
     rows, summary = bucket_rows(layout), totals(layout)
-    header = {"model": args.model or f"flat {args.numel}", "dp": args.dp, "policy": args.policy,
+    header = {"model": args.model or f"flat {args.numel}", "dp": args.dp, "ep": args.ep, "policy": args.policy,
               "bucket_size": bucket_size, "dtype": args.dtype}
     if args.json:
         out = {"config": header, "totals": summary}

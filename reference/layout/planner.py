@@ -8,7 +8,7 @@ models far too large for this machine. The rules are upstream Megatron's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 import torch
@@ -26,13 +26,19 @@ def default_bucket_size(dp: int) -> int:
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """What the planner needs to know of one parameter."""
+    """What the planner needs to know of one parameter.
+
+    ``expert_parallel``: an MoE expert's param, held by one expert-parallel
+    slice and reduced over the expert-data-parallel group. Upstream marks
+    these with ``param.allreduce = False``; ``from_parameter`` reads that.
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
     shared_embedding: bool = False
     requires_grad: bool = True
+    expert_parallel: bool = False
 
     @property
     def numel(self) -> int:
@@ -46,7 +52,13 @@ class ParamSpec:
             dtype=param.dtype,
             shared_embedding=bool(getattr(param, "shared_embedding", False)),
             requires_grad=param.requires_grad,
+            expert_parallel=is_expert_parallel(param),
         )
+
+
+def is_expert_parallel(param: torch.Tensor) -> bool:
+    """Upstream's marker: expert params carry ``allreduce = False`` (dense ones have no such attribute)."""
+    return getattr(param, "allreduce", True) is False
 
 
 @dataclass(frozen=True)
@@ -55,16 +67,24 @@ class LayoutConfig:
 
     ``bucket_size=None`` means one bucket per buffer (upstream's meaning at the
     buffer level); use ``default_bucket_size(dp)`` for upstream's default.
+    ``expert_dp`` is the expert-data-parallel size, ``dp / ep``, that expert
+    buffers are planned (padded, sharded) for; None means ``dp`` (ep = 1).
     """
 
     dp: int = 1
     policy: str = "packed"
     bucket_size: int | None = None
     grad_reduce_in_fp32: bool = False
+    expert_dp: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.dp, int) or isinstance(self.dp, bool) or self.dp < 1:
+        if not _is_count(self.dp):
             raise ValueError(f"dp: got {self.dp!r}, but should be an integer >= 1")
+        if self.expert_dp is not None and (not _is_count(self.expert_dp) or self.dp % self.expert_dp):
+            raise ValueError(
+                f"expert_dp: got {self.expert_dp!r}, but should be a divisor of dp={self.dp} "
+                "(dp = expert-parallel size * expert-data-parallel size), or None for dp"
+            )
         if self.bucket_size is not None and (
             not isinstance(self.bucket_size, int)
             or isinstance(self.bucket_size, bool)
@@ -80,6 +100,14 @@ class LayoutConfig:
     def padding(self) -> PaddingPolicy:
         return get_policy(self.policy)
 
+    @property
+    def expert_dp_size(self) -> int:
+        return self.dp if self.expert_dp is None else self.expert_dp
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
 
 @dataclass(frozen=True, kw_only=True)
 class LayoutRecord:
@@ -91,6 +119,8 @@ class LayoutRecord:
     ``param_index_map`` maps a param name to ``(start, end, bucket_id)`` in
     elements; ``numel_unpadded`` counts everything but end-of-bucket padding
     (so it includes the 64-element gaps between params), as upstream does.
+    ``expert_parallel``: the buffer holds expert params only (dense ones never
+    share a buffer with them), padded and sharded for the expert-DP size.
     """
 
     param_dtype: torch.dtype
@@ -100,6 +130,7 @@ class LayoutRecord:
     bucket_indices: tuple[tuple[int, int], ...]
     per_bucket_numel_unpadded: tuple[int, ...]
     param_index_map: Mapping[str, tuple[int, int, int]]
+    expert_parallel: bool = False
 
     @property
     def num_buckets(self) -> int:
@@ -113,7 +144,11 @@ class LayoutRecord:
 
 @dataclass(frozen=True, kw_only=True)
 class BufferLayout(LayoutRecord):
-    """A layout the reference planned: the record plus what it was planned for."""
+    """A layout the reference planned: the record plus what it was planned for.
+
+    ``dp`` is the size of the group the buffer is reduced and sharded over:
+    the data-parallel size, or the expert-data-parallel size for an expert buffer.
+    """
 
     dp: int
     policy: str
@@ -150,22 +185,38 @@ def shard_numel(numel: int, parts: int) -> int:
 
 @dataclass(frozen=True)
 class ModelLayout:
-    """Every buffer of a model, in the order their dtype pair first appears."""
+    """Every buffer of a model: dense buffers, then expert buffers, each kind by first-seen dtype pair."""
 
     config: LayoutConfig
     buffers: tuple[BufferLayout, ...]
 
+    @property
+    def dense(self) -> tuple[BufferLayout, ...]:
+        return tuple(b for b in self.buffers if not b.expert_parallel)
+
+    @property
+    def expert(self) -> tuple[BufferLayout, ...]:
+        return tuple(b for b in self.buffers if b.expert_parallel)
+
 
 def plan_layout(params: Iterable[ParamSpec], config: LayoutConfig) -> ModelLayout:
-    """Plan every buffer for ``params`` (in ``model.parameters()`` order)."""
+    """Plan every buffer for ``params`` (in ``model.parameters()`` order).
+
+    Buffers are keyed by (param dtype, grad dtype, expert parallel), as
+    upstream: dense params are planned for ``dp``, expert params apart from
+    them for ``expert_dp``, so adding experts never moves a dense offset.
+    """
     specs = _checked(params)
-    groups: dict[tuple[torch.dtype, torch.dtype], list[ParamSpec]] = {}
-    for spec in specs:
-        grad_dtype = torch.float32 if config.grad_reduce_in_fp32 else spec.dtype
-        groups.setdefault((spec.dtype, grad_dtype), []).append(spec)
+    groups: dict[tuple[bool, torch.dtype, torch.dtype], list[ParamSpec]] = {}
+    for expert in (False, True):
+        for spec in specs:
+            if spec.expert_parallel == expert:
+                grad_dtype = torch.float32 if config.grad_reduce_in_fp32 else spec.dtype
+                groups.setdefault((expert, spec.dtype, grad_dtype), []).append(spec)
+    expert_config = replace(config, dp=config.expert_dp_size, expert_dp=None)
     buffers = tuple(
-        plan_buffer(group, config, param_dtype, grad_dtype)
-        for (param_dtype, grad_dtype), group in groups.items()
+        plan_buffer(group, expert_config if expert else config, param_dtype, grad_dtype, expert)
+        for (expert, param_dtype, grad_dtype), group in groups.items()
     )
     return ModelLayout(config=config, buffers=buffers)
 
@@ -175,6 +226,7 @@ def plan_buffer(
     config: LayoutConfig,
     param_dtype: torch.dtype,
     grad_dtype: torch.dtype,
+    expert_parallel: bool = False,
 ) -> BufferLayout:
     """Lay one dtype group out: reverse order, padded starts, closed and padded buckets."""
     policy = config.padding
@@ -215,6 +267,7 @@ def plan_buffer(
         bucket_indices=tuple(bucket_indices),
         per_bucket_numel_unpadded=tuple(unpadded),
         param_index_map=index_map,
+        expert_parallel=expert_parallel,
         dp=config.dp,
         policy=policy.name,
         bucket_size=config.bucket_size,

@@ -127,7 +127,7 @@ class MegatronCoreImplementation:
         """Upstream binds its reduce-scatter at import; all-reduce goes through torch.distributed."""
         return [(torch.distributed, "all_reduce"), (self._pgb, "dist_reduce_scatter_func")]
 
-    def wrap(self, module, config, group, agreement_group=None) -> ForwardingDDP:
+    def wrap(self, module, config, group, agreement_group=None, expert_group=None) -> ForwardingDDP:
         from megatron.core.distributed import DistributedDataParallel
         from megatron.core.transformer import TransformerConfig
 

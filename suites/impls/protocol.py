@@ -27,6 +27,12 @@ Levels
     gradients like torch's DistributedDataParallel. Optionally
     ``collective_patch_points``: the (object, attribute) pairs through which
     it calls collectives, so the overlap test can record launches.
+``expert``
+    params marked expert-parallel (``param.allreduce = False``) are planned
+    in buffers of their own (``LayoutRecord.expert_parallel``) for
+    ``LayoutConfig.expert_dp``, and ``wrap(..., expert_group=G)`` reduces and
+    shards them over the expert-data-parallel group ``G``: an expert's grad is
+    the sum over its replicas times 1/dp (docs/rules.md, section 2).
 ``optimizer``
     ``make_optimizer`` (fp32 main params; sharded under the distributed
     optimizer; clipping) and ``finalize_model_grads`` (with ``num_tokens``)
@@ -54,6 +60,8 @@ CAPABILITIES: dict[str, str] = {
     "shards": "cached per-rank shard views and ownership ranges",
     "validation": "rejects bad input with an error naming the field, on every rank",
     "ddp": "wraps a module and synchronizes its gradients over a process group",
+    "expert": "expert-parallel params (allreduce=False) in buffers of their own, reduced and sharded "
+    "over the expert-data-parallel group with upstream's scaling",
     "optimizer": "fp32 main params, distributed optimizer, clipping, finalize with num_tokens",
 }
 LEVEL_METHODS: dict[str, tuple[str, ...]] = {
@@ -134,7 +142,8 @@ class Implementation(Protocol):
     ) -> Sequence[BufferHandle]: ...
 
     # ddp and optimizer levels
-    def wrap(self, module: torch.nn.Module, config: DDPConfig, group, agreement_group=None) -> DDPHandle: ...
+    def wrap(self, module: torch.nn.Module, config: DDPConfig, group, agreement_group=None,
+             expert_group=None) -> DDPHandle: ...
 
     def make_optimizer(
         self, ddp: DDPHandle, make_optimizer: MakeTorchOptimizer, max_grad_norm: float | None = None,

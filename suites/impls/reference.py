@@ -15,7 +15,7 @@ from .protocol import NamedParams
 class ReferenceImplementation:
     name = "reference"
     version = reference.__version__
-    capabilities = frozenset({"layout", "buffer", "shards", "validation", "ddp", "optimizer"})
+    capabilities = frozenset({"layout", "buffer", "shards", "validation", "ddp", "expert", "optimizer"})
     unavailable = None
 
     def unsupported(self, config) -> str | None:
@@ -29,8 +29,9 @@ class ReferenceImplementation:
     ) -> list[ParamAndGradBuffer]:
         return build_buffers(named_params, config, device)
 
-    def wrap(self, module, config, group, agreement_group=None) -> DistributedDataParallel:
-        return DistributedDataParallel(module, config, group, agreement_group=agreement_group)
+    def wrap(self, module, config, group, agreement_group=None, expert_group=None) -> DistributedDataParallel:
+        return DistributedDataParallel(module, config, group, agreement_group=agreement_group,
+                                       expert_data_parallel_group=expert_group)
 
     def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> ReferenceOptimizer:
         return ReferenceOptimizer(ddp, make_optimizer, max_grad_norm, norm_type)

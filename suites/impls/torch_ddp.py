@@ -189,7 +189,7 @@ class TorchDDPImplementation:
         names, params = [n for n, _ in named], [p for _, p in named]
         return layouts(names, params, [False] * len(params), lambda dtype: layout_limits(config, dtype))
 
-    def wrap(self, module, config: DDPConfig, group, agreement_group=None) -> TorchDDP:
+    def wrap(self, module, config: DDPConfig, group, agreement_group=None, expert_group=None) -> TorchDDP:
         """torch DDP on ``group``; its buffers carry the steady-state plan for torch's own limits.
 
         ``agreement_group`` is not used: torch does not agree across ranks before grads are read.

@@ -13,6 +13,8 @@ from suites.params import make_params
         ("bucket_size", {"bucket_size": -5}, "-5"),
         ("dp", {"dp": 0}, "0"),
         ("policy", {"policy": "zero3"}, "'zero3'"),
+        ("expert_dp", {"dp": 4, "expert_dp": 3}, "3"),
+        ("expert_dp", {"dp": 4, "expert_dp": 0}, "0"),
     ],
 )
 def test_bad_config_is_rejected_by_name(field, kwargs, value):

@@ -15,6 +15,8 @@ import torch
 
 from reference.config import DDPConfig
 
+from .moe import Topology
+
 TINY, MID = 100, 1000  # elements: many buckets, a few buckets (None: one bucket)
 
 
@@ -38,6 +40,8 @@ class Case:
     seed: int = 7
     grad_sync_only: bool = False
     """Run one backward and grad sync, no optimizer step: only the ddp level is needed."""
+    moe: Topology | None = None
+    """Train the mixture-of-experts model over this (ep, edp) topology instead of the dense one."""
 
     @property
     def dtype(self) -> torch.dtype:
@@ -115,7 +119,25 @@ def _matrix() -> list[Case]:
     return cases
 
 
+def _expert_matrix() -> list[Case]:
+    """Expert parallelism at world size 4 (ep 2 x edp 2) and 2 (ep 2 x edp 1; ep 1 x edp 2)."""
+    cases = []
+    for topology in (Topology(2, 2), Topology(2, 1), Topology(1, 2)):
+        where = f"ep{topology.ep}-edp{topology.edp}"
+        for suffix, policy, change in (
+            ("allreduce", "packed", {}),
+            ("allreduce-avg-in-collective", "packed", dict(average_in_collective=True)),
+            ("allreduce-clip", "packed", dict(clip=0.05)),
+            ("distopt", "padded", {}),
+            ("distopt-avg-in-collective", "padded", dict(average_in_collective=True)),
+            ("distopt-clip-adam", "padded", dict(clip=0.05, optimizer="adam")),
+        ):
+            cases.append(Case(f"moe-{where}-{suffix}", policy, moe=topology, **change))
+    return cases
+
+
 CASES: list[Case] = _matrix()
 CASE_IDS = [c.name for c in CASES]
 BY_NAME = {c.name: c for c in CASES}
+EXPERT_CASES: list[Case] = _expert_matrix()
 GRAD_SYNC_CASES = [dataclasses.replace(c, grad_sync_only=True, steps=1) for c in CASES]

@@ -4,6 +4,8 @@ The oracle is torch's own DistributedDataParallel (same init, same per-rank
 data) or a single-process model trained on the global batch. Gradients are
 compared after the grad sync (under the distributed optimizer only the
 elements this rank owns are reduced), params after every optimizer step.
+Mixture-of-experts cases (``case.moe``) train ``moe.TinyMoE``, each rank
+holding its experts, against the single-process model holding them all.
 """
 
 from __future__ import annotations
@@ -11,23 +13,43 @@ from __future__ import annotations
 import contextlib
 import torch
 
+from . import moe
 from .cases import Case
 from .compare import agreed, assert_close, tolerance
 from .models import batch, loss_fn, make_model, tokens_in
 
 
-def owned_grad_pairs(ddp, rank: int):
-    """(name, our reduced grad elements, slice of the flattened param they belong to) for this rank."""
+def owned_grad_pairs(ddp, rank: int, expert_rank: int | None = None):
+    """(name, our reduced grad elements, slice of the flattened param they belong to) for this rank.
+
+    ``expert_rank``: this rank's index in the expert-data-parallel group, which
+    expert buffers are sharded over (default: ``rank``).
+    """
     for buf in ddp.buffers:
         distributed = buf.param_data is not None
+        mine = expert_rank if getattr(buf.layout, "expert_parallel", False) and expert_rank is not None else rank
         for name, (start, end, bucket) in buf.layout.param_index_map.items():
             if not distributed:
                 yield name, buf.grad_data[start:end], slice(0, end - start)
                 continue
-            lo, hi = buf.owned_range(bucket, rank)
+            lo, hi = buf.owned_range(bucket, mine)
             a, b = max(start, lo), min(end, hi)
             if a < b:
                 yield name, buf.grad_data[a:b], slice(a - start, b - start)
+
+
+def local_model(case: Case, ctx) -> torch.nn.Module:
+    """This rank's model: the dense TinyLM, or its share of the mixture of experts."""
+    if case.moe is None:
+        return make_model(case.tied, case.dtype).to(ctx.device)
+    ep_group, _ = moe.groups(case.moe, ctx.rank)
+    return moe.TinyMoE(case.moe.experts_of(ctx.rank), ep_group).to(case.dtype).to(ctx.device)
+
+
+def single_process_model(case: Case, device) -> torch.nn.Module:
+    """The oracle trained on the global batch: the same model, holding every expert."""
+    model = moe.oracle_model() if case.moe else make_model(case.tied)
+    return model.to(case.dtype).to(device)
 
 
 class MainGradOptimizer:
@@ -54,15 +76,17 @@ class Side:
 
     def __init__(self, case: Case, ctx, impl=None) -> None:
         self.case, self.ctx, self.impl = case, ctx, impl
-        self.model = make_model(case.tied, case.dtype).to(ctx.device)
         if impl is not None:
-            self.ddp = impl.wrap(self.model, case.ddp_config(), ctx.group, ctx.control_group)
+            self.model = local_model(case, ctx)
+            extra = {"expert_group": moe.groups(case.moe, ctx.rank)[1]} if case.moe else {}
+            self.ddp = impl.wrap(self.model, case.ddp_config(), ctx.group, ctx.control_group, **extra)
             self.full_step = "optimizer" in impl.capabilities
             if self.full_step:
                 self.opt = impl.make_optimizer(self.ddp, case.make_torch_optimizer, case.clip, case.norm_type)
             else:
                 self.opt = MainGradOptimizer(self.model, case)
         else:
+            self.model = make_model(case.tied, case.dtype).to(ctx.device)
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
             self.ddp = torch.nn.parallel.DistributedDataParallel(
                 self.model, device_ids=device_ids, process_group=ctx.group, bucket_cap_mb=0.001
@@ -71,6 +95,19 @@ class Side:
 
     def params(self) -> dict[str, torch.Tensor]:
         return dict(self.model.named_parameters())
+
+    def reduced_grads(self):
+        """(oracle's name, reduced grad elements this rank owns, their slice of the flattened param)."""
+        topology, rank = self.case.moe, self.ctx.rank
+        expert_rank = topology.edp_ranks(rank).index(rank) if topology else None
+        for name, got, where in owned_grad_pairs(self.ddp, rank, expert_rank):
+            yield (topology.global_name(name, rank) if topology else name), got, where
+
+    def oracle_params(self):
+        """(oracle's name, param) of every param of this rank's model."""
+        topology, rank = self.case.moe, self.ctx.rank
+        for name, param in self.model.named_parameters():
+            yield (topology.global_name(name, rank) if topology else name), param
 
     def backward(self, step: int, global_tokens: int) -> int:
         """All microbatches of ``step``; returns the local token count (losses kept in ``self.losses``)."""
@@ -135,11 +172,11 @@ def global_token_count(case: Case, step: int, world_size: int) -> int:
     )
 
 
-def compare_grads(ctx, ours: Side, theirs: Side, tol, step: int) -> int:
-    """Our reduced grads (the elements this rank owns) against torch DDP's; returns elements compared."""
-    their_params, compared = theirs.params(), 0
-    for name, got, where in owned_grad_pairs(ours.ddp, ctx.rank):
-        want = their_params[name].grad.reshape(-1)[where]
+def compare_grads(ctx, ours: Side, oracle: dict[str, torch.Tensor], tol, step: int) -> int:
+    """Our reduced grads (the elements this rank owns) against the oracle's; returns elements compared."""
+    compared = 0
+    for name, got, where in ours.reduced_grads():
+        want = oracle[name].grad.reshape(-1)[where]
         assert_close(got, want, tol, f"step {step} rank {ctx.rank} grad of {name}")
         compared += got.numel()
     return compared
@@ -153,7 +190,7 @@ def first_step_grads_against_torch_ddp(ctx, impl, case: Case) -> int:
     theirs.backward(0, total)
     compared = []
     agreed(ctx, lambda: compared.append(
-        compare_grads(ctx, ours, theirs, tolerance(case.bitwise(ctx.world_size), case.bf16), 0)))
+        compare_grads(ctx, ours, theirs.params(), tolerance(case.bitwise(ctx.world_size), case.bf16), 0)))
     return compared[0]
 
 
@@ -163,7 +200,7 @@ def compare_step(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, zero
     if not case.num_tokens:  # (torch's side rescales its loss for num_tokens)
         for micro, (got, want) in enumerate(zip(ours.losses, theirs.losses)):
             assert_close(got, want, tol, f"step {step} rank {ctx.rank} microbatch {micro} loss")
-    compare_grads(ctx, ours, theirs, tol, step)
+    compare_grads(ctx, ours, their_params, tol, step)
     if zeros is not None:
         want = sum(int((p.grad == 0).sum()) for p in their_params.values())
         assert zeros == want, f"step {step} zero grad elements: got {zeros}, but should be {want}"
@@ -207,11 +244,16 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> int:
     return case.steps
 
 
-def train_against_single_process(ctx, impl, case: Case) -> None:
-    """torch's own DDP test pattern: a local model trained on every rank's data at once."""
+def train_against_single_process(ctx, impl, case: Case) -> int:
+    """torch's own DDP test pattern: a model trained on every rank's data at once.
+
+    Each step compares the reduced grads this rank owns, the zero count, the
+    clip norm and every param this rank holds; returns the steps compared.
+    """
     ours = Side(case, ctx, impl)
-    local = make_model(case.tied, case.dtype).to(ctx.device)
+    local = single_process_model(case, ctx.device)
     opt = case.make_torch_optimizer(list(local.parameters()))
+    oracle = dict(local.named_parameters())
     tol = tolerance(False, case.bf16)
     for step in range(case.steps):
         total = global_token_count(case, step, ctx.world_size)
@@ -225,17 +267,35 @@ def train_against_single_process(ctx, impl, case: Case) -> None:
                 else:
                     loss = loss + loss_fn(local(tokens), labels) / ctx.world_size
             loss.backward()
-        ours.step()
+        zeros = ours.opt.count_zeros() if ours.full_step else None
+        agreed(ctx, lambda: _compare_with_oracle_grads(ctx, ours, oracle, tol, step, zeros))
+        norm = ours.step()
         ours.settle_params(step)
+        their_norm = None
         if case.clip is not None:
-            torch.nn.utils.clip_grad_norm_(local.parameters(), case.clip, norm_type=case.norm_type)
+            their_norm = float(torch.nn.utils.clip_grad_norm_(local.parameters(), case.clip,
+                                                              norm_type=case.norm_type))
         opt.step()
         opt.zero_grad(set_to_none=True)
         ours.zero_grad()
-        agreed(ctx, lambda: [
-            assert_close(ours.params()[name], param, tol, f"step {step} rank {ctx.rank} param {name} (vs single process)")
-            for name, param in local.named_parameters()
-        ])
+        agreed(ctx, lambda: _compare_with_oracle_update(ctx, case, ours, oracle, tol, step, norm, their_norm))
+    return case.steps
+
+
+def _compare_with_oracle_grads(ctx, ours: Side, oracle, tol, step: int, zeros: int | None) -> None:
+    compare_grads(ctx, ours, oracle, tol, step)
+    if zeros is not None:
+        want = sum(int((p.grad == 0).sum()) for p in oracle.values())
+        assert zeros == want, f"step {step} zero grad elements: got {zeros}, but should be {want} (single process)"
+
+
+def _compare_with_oracle_update(ctx, case: Case, ours: Side, oracle, tol, step: int, norm, their_norm) -> None:
+    if case.clip is not None:
+        assert norm is not None and abs(norm - their_norm) <= 1e-5 * their_norm, (
+            f"step {step} grad norm: got {norm}, but should be {their_norm} (single process)"
+        )
+    for name, param in ours.oracle_params():
+        assert_close(param, oracle[name], tol, f"step {step} rank {ctx.rank} param {name} (vs single process)")
 
 
 def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> None:
