@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from .protocol import CAPABILITIES, LEVEL_METHODS, Implementation
+from .wrap import PREFIX, WrappedFactory
 
 REGISTRY: dict[str, str] = {
     "reference": "suites.impls.reference",
@@ -14,18 +15,22 @@ REGISTRY: dict[str, str] = {
 
 
 def load_implementation(spec: str) -> Implementation:
-    """``spec`` is a registered name, ``package.module`` or ``package.module:attribute``.
+    """``spec`` is a registered name, ``package.module``, ``package.module:attribute`` or ``wrap:…``.
 
     A module path must expose an object named ``implementation`` (or the named
-    attribute) following ``suites.impls.protocol.Implementation``.
+    attribute) following ``suites.impls.protocol.Implementation``;
+    ``wrap:package.module:factory`` makes one from a wrapper factory
+    (``suites.impls.wrap``).
     """
+    if spec.startswith(PREFIX):
+        return WrappedFactory(spec)
     module_name, _, attribute = REGISTRY.get(spec, spec).partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ValueError(
-            f"--impl: got {spec!r}, but should be one of {', '.join(REGISTRY)} or an importable "
-            f"module path ({exc})"
+            f"--impl: got {spec!r}, but should be one of {', '.join(REGISTRY)}, an importable "
+            f"module path, or wrap:package.module:factory ({exc})"
         ) from exc
     impl = getattr(module, attribute or "implementation", None)
     required = ["name", "version", "capabilities", "unavailable", "unsupported"]

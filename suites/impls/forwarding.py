@@ -29,7 +29,13 @@ class ForwardingDDP:
         return self.raw(*args, **kwargs)
 
     def no_sync(self):
-        return self.raw.no_sync()
+        no_sync = getattr(self.raw, "no_sync", None)
+        if no_sync is None:
+            raise NotImplementedError(
+                f"no_sync: {type(self.raw).__name__} has none, but accumulating gradients over "
+                "microbatches needs a no_sync() context manager"
+            )
+        return no_sync()
 
     def finish_grad_sync(self) -> None:
         self.raw.finish_grad_sync()
@@ -80,11 +86,15 @@ class GradsInParamsDDP(ForwardingDDP):
         """This rank's reduced gradient of ``param`` (full, not sharded), or None if it has none."""
         return getattr(param, self.source, None)
 
-    def finish_grad_sync(self) -> None:
-        """Wait for the wrapper if it can be waited for, then expose its grads as ``main_grad`` and ``grad_data``."""
+    def wait_for_reductions(self) -> None:
+        """Call the wrapper's ``finish_grad_sync`` if it has one (torch DDP reduces within backward)."""
         finish = getattr(self.raw, "finish_grad_sync", None)
         if finish is not None:
             finish()
+
+    def finish_grad_sync(self) -> None:
+        """Wait for the wrapper, then expose its grads as ``main_grad`` and ``grad_data``."""
+        self.wait_for_reductions()
         grads = {n: self.reduced_grad(p) for n, p in self.named.items() if p.requires_grad}
         missing = sorted(n for n, g in grads.items() if g is None)
         if missing:
