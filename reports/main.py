@@ -31,7 +31,7 @@ from .conformance import SuiteResult, run_suite
 from .metrics import collect_metrics
 from .writer import DEFAULT_ROOT, dump_json, latest_run, run_name, write_run
 
-DEFAULT_IMPLS = ("reference", "megatron", "torch")
+DEFAULT_IMPLS = ("reference", "megatron", "torch", "fsdp2")
 DEFAULT_SUITES = ("suites/layout", "suites/multigpu")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 

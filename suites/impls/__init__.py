@@ -11,6 +11,7 @@ REGISTRY: dict[str, str] = {
     "reference": "suites.impls.reference",
     "megatron": "suites.impls.megatron_core",
     "torch": "suites.impls.torch_ddp",
+    "fsdp2": "suites.impls.fsdp2",
 }
 
 

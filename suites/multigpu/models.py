@@ -32,8 +32,9 @@ class TinyLM(torch.nn.Module):
         if not self.skip_fc:
             h = h + self.fc2(torch.relu(self.fc1(h)))
         h = self.norm(h)
-        weight = self.embed.weight if self.head is None else self.head.weight
-        return h @ weight.T
+        if self.head is None:
+            return h @ self.embed.weight.T
+        return self.head(h)
 
 
 def make_model(tied: bool = False, dtype: torch.dtype = torch.float32, seed: int = 1234, **kw) -> TinyLM:

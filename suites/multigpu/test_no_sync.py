@@ -9,6 +9,7 @@ from suites.multigpu.harness import requires_peers
 
 from .cases import Case
 from .compare import assert_close
+from .recording import patch_points, recording_collectives
 from .models import batch, loss_fn, make_model
 from .training import owned_grad_pairs
 
@@ -45,6 +46,23 @@ def check_no_sync_stays_local(ctx, case: Case) -> None:
             assert_close(grads, everyone[0], None, f"synced grads of rank {rank} vs rank 0")
 
 
+def check_no_sync_launches_no_reduction(ctx, case: Case) -> None:
+    impl = load_implementation(ctx.impl_spec)
+    model = make_model().to(ctx.device)
+    ddp = impl.wrap(model, case.ddp_config(), ctx.group, ctx.control_group)
+    events: list[str] = []
+    for micro in range(case.microbatches - 1):
+        tokens, labels = (t.to(ctx.device) for t in batch(case.seed, 0, micro, ctx.rank))
+        with ddp.no_sync(), recording_collectives(events, patch_points(impl)):
+            loss_fn(ddp(tokens), labels).backward()
+    assert events == [], f"gradient collectives inside no_sync: got {len(events)}, but should be none"
+    tokens, labels = (t.to(ctx.device) for t in batch(case.seed, 0, case.microbatches - 1, ctx.rank))
+    with recording_collectives(events, patch_points(impl)):
+        loss_fn(ddp(tokens), labels).backward()
+        ddp.finish_grad_sync()
+    assert events, "gradient collectives after the last microbatch: got none, but should be at least one"
+
+
 SYNCS = [Case(mode, policy, microbatches=2, grad_sync_only=True)
          for mode, policy in (("allreduce", "packed"), ("distopt", "padded"))]
 
@@ -52,3 +70,8 @@ SYNCS = [Case(mode, policy, microbatches=2, grad_sync_only=True)
 @pytest.mark.parametrize("case", SYNCS, ids=[c.name for c in SYNCS])
 def test_no_sync_keeps_grads_local(ranks, impl, case):
     ranks.run(check_no_sync_stays_local, case)
+
+
+@pytest.mark.parametrize("case", SYNCS, ids=[c.name for c in SYNCS])
+def test_no_sync_launches_no_reduction(ranks, impl, case):
+    ranks.run(check_no_sync_launches_no_reduction, case)

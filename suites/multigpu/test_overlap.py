@@ -7,42 +7,15 @@ second step is recorded: upstream dispatches the first step's collectives
 from ``finish_grad_sync`` while it learns which params get grads.
 """
 
-import contextlib
-
 import pytest
-import torch.distributed as dist
 
 from suites.impls import load_implementation
 
 from .cases import TINY, Case
+from .recording import patch_points, recording_collectives
 from .training import Side, global_token_count
 
 pytestmark = pytest.mark.requires("ddp")
-
-DEFAULT_PATCH_POINTS = [
-    (dist, name) for name in ("all_reduce", "reduce_scatter_tensor", "reduce_scatter_single") if hasattr(dist, name)
-]
-
-
-@contextlib.contextmanager
-def recording_collectives(events: list[str], patch_points):
-    """Log "collective" whenever the implementation calls one of its collectives."""
-    originals = [(owner, attr, getattr(owner, attr)) for owner, attr in patch_points]
-
-    def recorded(fn):
-        def call(*args, **kwargs):
-            events.append("collective")
-            return fn(*args, **kwargs)
-        return call
-
-    for owner, attr, fn in originals:
-        setattr(owner, attr, recorded(fn))
-    try:
-        yield
-    finally:
-        for owner, attr, fn in originals:
-            setattr(owner, attr, fn)
-
 
 def check_launch_order(ctx, case: Case) -> list[str]:
     overlap = case.overlap
@@ -53,7 +26,7 @@ def check_launch_order(ctx, case: Case) -> list[str]:
     events: list[str] = []
     for param in side.model.parameters():
         param.register_post_accumulate_grad_hook(lambda p: events.append("grad"))
-    with recording_collectives(events, getattr(impl, "collective_patch_points", DEFAULT_PATCH_POINTS)):
+    with recording_collectives(events, patch_points(impl)):
         local = side.backward(1, global_token_count(case, 1, ctx.world_size))
         events.append("backward returned")
         side.sync(local)

@@ -94,7 +94,16 @@ class Side:
             self.opt = case.make_torch_optimizer(list(self.model.parameters()))
 
     def params(self) -> dict[str, torch.Tensor]:
-        return dict(self.model.named_parameters())
+        """Every param of this rank's model as a whole tensor, under the oracle's name.
+
+        A sharded (DTensor) param is gathered, which is a collective: call it
+        on every rank, outside the comparisons that may fail on one rank only.
+        """
+        topology, rank = self.case.moe, self.ctx.rank
+        return {
+            (topology.global_name(name, rank) if topology else name): _whole(param)
+            for name, param in self.model.named_parameters()
+        }
 
     def reduced_grads(self):
         """(oracle's name, reduced grad elements this rank owns, their slice of the flattened param)."""
@@ -102,12 +111,6 @@ class Side:
         expert_rank = topology.edp_ranks(rank).index(rank) if topology else None
         for name, got, where in owned_grad_pairs(self.ddp, rank, expert_rank):
             yield (topology.global_name(name, rank) if topology else name), got, where
-
-    def oracle_params(self):
-        """(oracle's name, param) of every param of this rank's model."""
-        topology, rank = self.case.moe, self.ctx.rank
-        for name, param in self.model.named_parameters():
-            yield (topology.global_name(name, rank) if topology else name), param
 
     def backward(self, step: int, global_tokens: int) -> int:
         """All microbatches of ``step``; returns the local token count (losses kept in ``self.losses``)."""
@@ -206,8 +209,8 @@ def compare_step(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, zero
         assert zeros == want, f"step {step} zero grad elements: got {zeros}, but should be {want}"
 
 
-def compare_update(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, norms, logits) -> None:
-    """The clip norm, the forward after the step (overlapped gathers) and every param."""
+def compare_update(ctx, case: Case, ours: dict, theirs: Side, tol, step: int, norms, logits) -> None:
+    """The clip norm, the forward after the step (overlapped gathers) and every param (``ours``: ``Side.params()``)."""
     norm, their_norm = norms
     if case.clip is not None:
         assert norm is not None and norm > case.clip, (
@@ -221,7 +224,7 @@ def compare_update(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, no
             want = theirs.model(batch(case.seed, step, 0, ctx.rank)[0].to(ctx.device))
         assert_close(logits, want, tol, f"step {step} rank {ctx.rank} logits of the forward after the step")
     their_params = theirs.params()
-    for name, param in ours.params().items():
+    for name, param in ours.items():
         assert_close(param, their_params[name], tol, f"step {step} rank {ctx.rank} param {name}")
 
 
@@ -238,7 +241,8 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> int:
         agreed(ctx, lambda: compare_step(ctx, case, ours, theirs, tol, step, zeros))
         norms = ours.step(), theirs.step()
         logits = ours.settle_params(step)
-        agreed(ctx, lambda: compare_update(ctx, case, ours, theirs, tol, step, norms, logits))
+        params = ours.params()
+        agreed(ctx, lambda: compare_update(ctx, case, params, theirs, tol, step, norms, logits))
         ours.zero_grad()
         theirs.zero_grad()
     return case.steps
@@ -278,7 +282,8 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
         opt.step()
         opt.zero_grad(set_to_none=True)
         ours.zero_grad()
-        agreed(ctx, lambda: _compare_with_oracle_update(ctx, case, ours, oracle, tol, step, norm, their_norm))
+        params = ours.params()
+        agreed(ctx, lambda: _compare_with_oracle_update(ctx, case, params, oracle, tol, step, norm, their_norm))
     return case.steps
 
 
@@ -289,12 +294,12 @@ def _compare_with_oracle_grads(ctx, ours: Side, oracle, tol, step: int, zeros: i
         assert zeros == want, f"step {step} zero grad elements: got {zeros}, but should be {want} (single process)"
 
 
-def _compare_with_oracle_update(ctx, case: Case, ours: Side, oracle, tol, step: int, norm, their_norm) -> None:
+def _compare_with_oracle_update(ctx, case: Case, ours: dict, oracle, tol, step: int, norm, their_norm) -> None:
     if case.clip is not None:
         assert norm is not None and abs(norm - their_norm) <= 1e-5 * their_norm, (
             f"step {step} grad norm: got {norm}, but should be {their_norm} (single process)"
         )
-    for name, param in ours.oracle_params():
+    for name, param in ours.items():
         assert_close(param, oracle[name], tol, f"step {step} rank {ctx.rank} param {name} (vs single process)")
 
 
@@ -309,8 +314,14 @@ def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> No
             side.step()
             side.settle_params(step)
             side.zero_grad()
+        first_params, second_params = a.params(), b.params()
         agreed(ctx, lambda: [
-            assert_close(b.params()[name], param, tol,
+            assert_close(second_params[name], param, tol,
                          f"step {step} rank {ctx.rank} param {name}: {second.name} vs {first.name}")
-            for name, param in a.params().items()
+            for name, param in first_params.items()
         ])
+
+
+def _whole(param: torch.Tensor) -> torch.Tensor:
+    full = getattr(param, "full_tensor", None)  # a DTensor (FSDP2): gather the shards
+    return full() if full is not None else param

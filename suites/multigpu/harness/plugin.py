@@ -24,6 +24,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def register(pluginmanager: pytest.PytestPluginManager) -> None:
+    """For a conftest's ``pytest_addoption``: load this plugin unless ``-p`` already did.
+
+    A non-root conftest may not use ``pytest_plugins``.
+    """
+    import sys
+
+    me = sys.modules[__name__]
+    if not pluginmanager.is_registered(me):
+        pluginmanager.register(me, __name__)
+
+
 @pytest.hookimpl(trylast=True)  # after the terminal reporter and junitxml exist, so silence() finds them
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(

@@ -1,0 +1,177 @@
+"""Adapter for torch's fully sharded data parallelism, FSDP2 (``--impl fsdp2``).
+
+``torch.distributed.fsdp.fully_shard`` (torch 2.13) runs on gloo on CPU. It
+keeps no bucketed buffer: every param becomes a DTensor sharded on dim 0
+(each rank holds ``ceil(rows / world)`` rows, the last ones fewer or none),
+units of params are all-gathered before their forward and their grads
+reduce-scattered after their backward. What the suites can ask of it:
+
+``ddp``
+    ``wrap`` applies ``fully_shard`` to each direct child module that owns
+    params (one communication unit each, so reductions overlap backward) and
+    then to the root. A child owning a tied (``shared_embedding``) param is
+    left to the root, which also uses that param. ``no_sync`` is
+    ``set_requires_gradient_sync(False)``. At ``finish_grad_sync`` each
+    param's full reduced grad is gathered (``grad.full_tensor()``) into
+    ``main_grad``, which is what the suites compare.
+``optimizer``
+    the torch optimizer steps the sharded DTensor params (every rank updates
+    its own rows: a sharded optimizer); ``clip_grad_norm_`` computes the
+    global norm over the shards; zero counts sum each rank's rows;
+    per-token losses set the divide factor to 1 and ``finalize_model_grads``
+    divides by the global token count. ``average_in_collective`` is FSDP2's
+    default reduce-scatter with AVG; without it FSDP2 is told to SUM and
+    divide (``set_force_sum_reduction_for_comms``).
+
+Not claimed: ``layout``, ``buffer``, ``shards`` (no bucketed buffer: FSDP2's
+per-param dim-0 rule is checked by tests/test_fsdp2_adapter.py), ``expert``,
+``validation``. ``unsupported`` names the knobs it has no counterpart for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor
+
+from reference.config import DDPConfig
+from reference.layout import LayoutConfig
+
+from .forwarding import GradsInParamsDDP
+from .wrap import packed_records
+
+UNSUPPORTED = {
+    "policy": (lambda c: c.policy != "packed",
+               "FSDP2 shards each param on dim 0 with its own padding; it has no bucket padding policy"),
+    "grad_reduce_in_fp32": (lambda c: c.grad_reduce_in_fp32,
+                            "FSDP2 keeps no fp32 main copy of bf16 params (its MixedPrecisionPolicy casts an "
+                            "fp32 model down for compute instead)"),
+    "overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce,
+                                  "FSDP2 always reduce-scatters a unit's grads right after its backward"),
+    "buckets_per_group": (lambda c: getattr(c, "buckets_per_group", 1) != 1,
+                          "FSDP2 groups params by module (fully_shard units), not buckets"),
+    "check_for_nan_in_grad": (lambda c: getattr(c, "check_for_nan_in_grad", False),
+                              "FSDP2 does not check grads for NaN"),
+    "overlap_param_gather": (lambda c: getattr(c, "overlap_param_gather", False),
+                             "FSDP2 prefetches its all-gathers itself"),
+}
+
+
+def _full(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
+class FSDP2DDP(GradsInParamsDDP):
+    """A ``fully_shard``-ed module under the suites' names."""
+
+    def __init__(self, module: torch.nn.Module, records, group: dist.ProcessGroup) -> None:
+        super().__init__(module, module, records, source="main_grad")
+        self.group = group
+
+    def no_sync(self):
+        return _without_gradient_sync(self.raw)
+
+    def reduced_grad(self, param):
+        return _full(param.grad)
+
+    def wait_for_reductions(self) -> None:
+        """FSDP2's root waits for every reduce-scatter before backward returns."""
+
+    def zero_grad_buffer(self) -> None:
+        for param in self.named.values():
+            param.grad = None
+            if hasattr(param, "main_grad"):
+                del param.main_grad
+
+
+@contextlib.contextmanager
+def _without_gradient_sync(module: FSDPModule):
+    module.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        module.set_requires_gradient_sync(True)
+
+
+class FSDP2Optimizer:
+    """A torch optimizer over the sharded params, with FSDP2's own global-norm clipping."""
+
+    def __init__(self, ddp: FSDP2DDP, make_optimizer, max_grad_norm: float | None, norm_type: float) -> None:
+        self.ddp = ddp
+        self.params = [p for p in ddp.module.parameters() if p.requires_grad]
+        self.optimizer = make_optimizer(self.params)
+        self.max_grad_norm, self.norm_type = max_grad_norm, norm_type
+
+    def step(self) -> float | None:
+        norm = None
+        if self.max_grad_norm is not None:
+            total = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, norm_type=self.norm_type)
+            norm = float(_full(total))
+        self.optimizer.step()
+        return norm
+
+    def zero_grad(self) -> None:
+        self.ddp.zero_grad_buffer()
+
+    def count_zeros(self) -> int:
+        """Zero grad elements over the whole model: each rank counts its own rows (no padding in them)."""
+        local = sum(int((p.grad.to_local() == 0).sum()) for p in self.params)
+        total = torch.tensor([local], dtype=torch.int64, device=self.params[0].device)
+        dist.all_reduce(total, group=self.ddp.group)
+        return int(total.item())
+
+
+class FSDP2Implementation:
+    name = "fsdp2"
+    version = torch.__version__
+    capabilities = frozenset({"ddp", "optimizer"})
+    unavailable = None
+
+    def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
+        for knob, (used, why) in UNSUPPORTED.items():
+            if used(config):
+                return f"{knob}: {why}"
+        return None
+
+    def wrap(self, module, config: DDPConfig, group, agreement_group=None, expert_group=None) -> FSDP2DDP:
+        reason = self.unsupported(config)
+        if reason:
+            raise ValueError(f"config: {reason}")
+        records = packed_records(module)
+        mesh = dist.device_mesh.DeviceMesh.from_group(group, next(module.parameters()).device.type)
+        for child in module.children():
+            owns = list(child.parameters())
+            if owns and not any(getattr(p, "shared_embedding", False) for p in owns):
+                fully_shard(child, mesh=mesh)
+        fully_shard(module, mesh=mesh)
+        for unit in (m for m in module.modules() if isinstance(m, FSDPModule)):
+            # FSDP2 reduce-scatters with AVG by default: average_in_collective. Otherwise it sums and
+            # divides by the world size, or (per-token losses, summed) by 1 here and by the token
+            # count in finalize_model_grads. A factor other than the group size would need
+            # PREMUL_SUM, which gloo lacks; summing then dividing is what FSDP2 does without it.
+            if not config.average_in_collective:
+                unit.set_force_sum_reduction_for_comms(True)
+            if config.calculate_per_token_loss:
+                unit.set_gradient_divide_factor(1.0)
+        return FSDP2DDP(module, records, group)
+
+    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> FSDP2Optimizer:
+        return FSDP2Optimizer(ddp, make_optimizer, max_grad_norm, norm_type)
+
+    def finalize_model_grads(self, models, num_tokens=None) -> None:
+        """With ``num_tokens``: sum it over the group and divide every sharded grad by it, then expose grads."""
+        if num_tokens is not None:
+            dist.all_reduce(num_tokens, group=models[0].group)
+            factor = 1.0 / max(float(num_tokens.item()), 1.0)
+            for model in models:
+                for param in model.module.parameters():
+                    if param.grad is not None:
+                        param.grad.mul_(factor)
+        for model in models:
+            model.finish_grad_sync()
+
+
+implementation = FSDP2Implementation()

@@ -1,0 +1,46 @@
+"""FSDP2's own layout rule, which the bucketed-buffer layout suite does not describe, checked on 3 ranks.
+
+``fully_shard`` shards every param on dim 0 like ``torch.chunk``: with ``c =
+ceil(rows / world)`` rows per chunk, rank ``r`` holds rows ``[r*c, min((r+1)*c,
+rows))``, so the last ranks may hold fewer rows or none; every row is held
+exactly once and the shards gather back to the param. TinyLM's dim-0 sizes
+(37, 48, 24) are not multiples of 3, so the uneven cases occur.
+"""
+
+import pytest
+import torch
+
+from reference.config import DDPConfig
+from suites.impls.fsdp2 import implementation as fsdp2
+from suites.multigpu.models import make_model
+
+WORLD = 3
+
+
+def check_dim0_chunks(ctx) -> dict[str, int]:
+    model = make_model().to(ctx.device)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    fsdp2.wrap(model, DDPConfig(overlap_grad_reduce=True), ctx.group)
+    held = {}
+    for name, param in model.named_parameters():
+        rows = before[name].shape[0]
+        chunk = -(-rows // ctx.world_size)
+        want = max(0, min(rows, (ctx.rank + 1) * chunk) - ctx.rank * chunk)
+        local = param.to_local()
+        assert local.shape[0] == want, f"{name}: rank {ctx.rank} holds {local.shape[0]} rows, but should hold {want}"
+        if want:
+            assert torch.equal(local, before[name][ctx.rank * chunk : ctx.rank * chunk + want]), (
+                f"{name}: rank {ctx.rank}'s rows are not rows {ctx.rank * chunk}.. of the param")
+        assert torch.equal(param.full_tensor(), before[name]), f"{name}: the shards do not gather to the param"
+        held[name] = local.shape[0]
+    return held
+
+
+@pytest.mark.world_size(WORLD)
+def test_each_param_is_chunked_on_dim_0_and_every_row_held_once(ranks):
+    held = ranks.run(check_dim0_chunks)
+    rows = {n: p.shape[0] for n, p in make_model().named_parameters()}
+    for name, total in rows.items():
+        got = sum(h[name] for h in held)
+        assert got == total, f"{name}: rows held over all ranks: got {got}, but should be {total}"
+    assert [h["embed.weight"] for h in held] == [13, 13, 11], held  # 37 rows: 13 + 13 + 11
