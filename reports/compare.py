@@ -1,45 +1,65 @@
-"""Compare a report run with an earlier one: the nightly gate.
+"""Compare a report run with an earlier one: the nightly gate, which must not cry wolf.
 
-Only the flat ``metrics`` of ``results.json`` (reports/schema.md) are compared.
-Each metric says itself whether bigger is better (``better``), so nothing is
-guessed from its name. A move in the bad direction by more than the threshold
-(relative to the old value) is a regression; conformance counts use a zero
-threshold, so one more failed test is a regression.
+Only the flat ``metrics`` of ``results.json`` are compared (reports/schema.md).
+Each metric says itself whether bigger is better, whether it is *gated* (a
+headline figure whose regression fails the job) or informative, and either
+carries the samples it was measured from or is *exact* (a count).
+
+- Metrics with samples in both runs: a change counts only when it is
+  statistically significant **and** larger than the practical threshold. The
+  test is Mann-Whitney's U on the two runs' samples (Google Benchmark's
+  compare.py does the same over repetitions); its p-values are corrected for
+  the number of metrics compared with Benjamini-Hochberg, separately for the
+  gated and the informative metrics, at a false discovery rate of ``alpha``.
+  The threshold is relative (default 10%) for quantities and absolute
+  (default 0.05) for efficiencies, whose figures say ``spread_kind:
+  "absolute"``.
+- Exact metrics (test counts, caught bugs, wrong elements): any move in the
+  bad direction is a regression.
+- A metric without samples on one side (a run written before schema 2):
+  the old rule, a move beyond the threshold, with a note saying so.
 
 ``python -m reports.compare`` compares ``latest`` with the run before it;
 ``python -m reports.compare OLD NEW`` compares two runs (names under
-``--root`` or directories).
+``--root`` or directories). With ``--fail-on-regression`` the exit code is 1
+when a gated metric regressed; informative regressions are reported only.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from scipy import stats
 from tabulate import tabulate
 
-from .writer import DEFAULT_ROOT, latest_run
+from benchmarks.stats import BETTER, Figure, describe
 
-SCHEMA = 1
-BETTER = ("higher", "lower")
+from .runs import RunError, latest, load_results, previous_run
+from .writer import DEFAULT_ROOT
+
+ALPHA = 0.05
 DEFAULT_THRESHOLD = 0.10
-# Conformance counts are exact: any increase in failures is a regression.
+DEFAULT_ABSOLUTE_THRESHOLD = 0.05
+# Runs written before metrics said whether they are exact: these prefixes are counts.
 DEFAULT_PREFIX_THRESHOLDS: dict[str, float] = {"conformance/": 0.0}
 STATUS_ORDER = ("regression", "improvement", "unchanged", "added", "removed")
-
-
-class RunError(ValueError):
-    """A run that cannot be compared: missing, unreadable or of an unknown schema."""
+FAMILIES = ("gated", "informative")
 
 
 @dataclass(frozen=True)
 class Change:
-    """One metric across two runs; ``relative`` is None when it has no meaning (old is 0 or absent)."""
+    """One metric across two runs.
+
+    ``relative`` is None when it has no meaning (old is 0 or absent);
+    ``test`` says how the verdict was reached: "mann-whitney", "exact" or
+    "threshold" (no samples on one side); ``p_adjusted`` is the
+    Benjamini-Hochberg p-value within the metric's family.
+    """
 
     key: str
     old: float | None
@@ -49,6 +69,29 @@ class Change:
     relative: float | None
     status: str
     threshold: float
+    gated: bool = True
+    test: str = "threshold"
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    absolute: bool = False
+    old_figure: Figure | None = None
+    new_figure: Figure | None = None
+
+    @property
+    def family(self) -> str:
+        return "gated" if self.gated else "informative"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One run's side of a metric, read and checked."""
+
+    value: float
+    unit: str
+    better: str
+    gated: bool
+    exact: bool
+    figure: Figure | None
 
 
 def merged_thresholds(thresholds: Mapping[str, float] | None) -> dict[str, float]:
@@ -66,41 +109,48 @@ def threshold_for(key: str, threshold: float, prefixes: Mapping[str, float]) -> 
     return prefixes[max(matches, key=len)] if matches else threshold
 
 
-def _value(key: str, entry, run: str) -> float:
-    value = entry.get("value") if isinstance(entry, dict) else None
+def read_entry(key: str, entry, run: str) -> Entry:
+    if not isinstance(entry, dict):
+        raise ValueError(f"got {entry!r} for metric {key!r} in the {run} run, but should be an object")
+    value = entry.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"got value {value!r} for metric {key!r} in the {run} run, but should be a number")
-    return float(value)
-
-
-def _better(key: str, entry, run: str) -> str:
-    better = entry.get("better") if isinstance(entry, dict) else None
+    better = entry.get("better")
     if better not in BETTER:
-        raise ValueError(f"got better={better!r} for metric {key!r} in the {run} run, "
-                         f"but should be one of {BETTER}")
-    return better
+        raise ValueError(f"got better={better!r} for metric {key!r} in the {run} run, but should be one of {BETTER}")
+    figure = None
+    if isinstance(entry.get("figure"), dict):
+        try:
+            figure = Figure.from_json(entry["figure"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"got an unreadable figure for metric {key!r} in the {run} run ({exc})") from exc
+    # Before schema 2 nothing was gated or exact: every metric could fail the job, as then.
+    return Entry(float(value), entry.get("unit", ""), better, bool(entry.get("gated", True)),
+                 bool(entry.get("exact", False)), figure)
 
 
-def _same(key: str, field: str, old: dict, new: dict) -> str:
+def _same(key: str, field: str, old: Entry, new: Entry) -> None:
     """A metric whose meaning changed between runs cannot be compared."""
-    a, b = old.get(field, ""), new.get(field, "")
+    a, b = getattr(old, field), getattr(new, field)
     if a != b:
         raise ValueError(f"got {field}={b!r} for metric {key!r} in the new run and {a!r} in the old one, "
                          f"but should be the same in both runs")
-    return b
 
 
-def classify(old: float, new: float, better: str, threshold: float) -> tuple[str, float | None]:
-    """Status and relative change of one metric; from 0 any bad move regresses (e.g. 0 -> 1 failures)."""
+def classify(old: float, new: float, better: str, threshold: float, absolute: bool = False
+             ) -> tuple[str, float | None]:
+    """Status and relative change of a move; from 0 any bad move regresses (e.g. 0 -> 1 failures)."""
     if not (math.isfinite(old) and math.isfinite(new)):
         return _classify_non_finite(old, new), None
     sign = 1.0 if better == "higher" else -1.0
-    if old == 0:
+    relative = (new - old) / abs(old) if old else None
+    if absolute:
+        gain = sign * (new - old)
+    elif relative is None:
         gain = sign * new
-        status = "regression" if gain < 0 else "improvement" if gain > 0 else "unchanged"
-        return status, None
-    relative = (new - old) / abs(old)
-    gain = sign * relative
+        return ("regression" if gain < 0 else "improvement" if gain > 0 else "unchanged"), None
+    else:
+        gain = sign * relative
     if gain < -threshold:
         return "regression", relative
     if gain > threshold:
@@ -117,92 +167,96 @@ def _classify_non_finite(old: float, new: float) -> str:
     return "unchanged"
 
 
-def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold: float = DEFAULT_THRESHOLD,
-                    thresholds: Mapping[str, float] | None = None) -> list[Change]:
-    """Every metric of either run, sorted by key.
+def mann_whitney(old: Figure, new: Figure) -> float:
+    """Two-sided p-value that the two runs' samples come from one distribution."""
+    if set(old.samples) == set(new.samples) and len(set(old.samples)) == 1:
+        return 1.0  # identical constant samples: nothing to test
+    return float(stats.mannwhitneyu(old.samples, new.samples, alternative="two-sided").pvalue)
 
-    ``thresholds`` maps key prefixes to their own threshold, on top of DEFAULT_PREFIX_THRESHOLDS.
+
+def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold: float = DEFAULT_THRESHOLD,
+                    thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA,
+                    absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> list[Change]:
+    """Every metric of either run, sorted by key (see the module docstring for the rules).
+
+    ``thresholds`` maps key prefixes to their own relative threshold, on top of DEFAULT_PREFIX_THRESHOLDS.
     """
-    if threshold < 0:
-        raise ValueError(f"got threshold {threshold}, but should be >= 0")
+    for name, value in (("threshold", threshold), ("absolute_threshold", absolute_threshold)):
+        if value < 0:
+            raise ValueError(f"got {name} {value}, but should be >= 0")
+    if not 0 < alpha < 1:
+        raise ValueError(f"got alpha {alpha}, but should be between 0 and 1")
     prefixes = merged_thresholds(thresholds)
-    changes = []
+    changes: dict[str, Change] = {}
+    tested: dict[str, list[tuple[str, float]]] = {family: [] for family in FAMILIES}
     for key in sorted(set(old) | set(new)):
         limit = threshold_for(key, threshold, prefixes)
-        if key not in new:
-            changes.append(_one_sided(key, old[key], "old", "removed", limit))
-        elif key not in old:
-            changes.append(_one_sided(key, new[key], "new", "added", limit))
-        else:
-            changes.append(_compare_one(key, old[key], new[key], limit))
-    return changes
+        if key not in new or key not in old:
+            status, side, entry = ("removed", "old", old[key]) if key not in new else ("added", "new", new[key])
+            e = read_entry(key, entry, side)
+            values = (e.value, None) if status == "removed" else (None, e.value)
+            changes[key] = Change(key, *values, e.unit, e.better, None, status, limit, e.gated, "-")
+            continue
+        a, b = read_entry(key, old[key], "old"), read_entry(key, new[key], "new")
+        for field in ("better", "unit"):
+            _same(key, field, a, b)
+        changes[key] = _compare_one(key, a, b, limit, absolute_threshold)
+        if changes[key].test == "mann-whitney":
+            tested[changes[key].family].append((key, changes[key].p_value))
+    for family, pairs in tested.items():
+        if not pairs:
+            continue
+        adjusted = stats.false_discovery_control([p for _, p in pairs])
+        for (key, _), p_adj in zip(pairs, adjusted):
+            changes[key] = _judge(changes[key], float(p_adj), alpha)
+    return [changes[k] for k in sorted(changes)]
 
 
-def _one_sided(key: str, entry: dict, run: str, status: str, limit: float) -> Change:
-    value = _value(key, entry, run)
-    old, new = (value, None) if status == "removed" else (None, value)
-    return Change(key, old, new, entry.get("unit", ""), _better(key, entry, run), None, status, limit)
+def _compare_one(key: str, a: Entry, b: Entry, limit: float, absolute_limit: float) -> Change:
+    gated = b.gated
+    if a.figure is not None and b.figure is not None:
+        absolute = b.figure.spread_kind == "absolute"
+        relative = (b.value - a.value) / abs(a.value) if a.value else None
+        return Change(key, a.value, b.value, b.unit, b.better, relative, "unchanged",
+                      absolute_limit if absolute else limit, gated, "mann-whitney",
+                      mann_whitney(a.figure, b.figure), None, absolute, a.figure, b.figure)
+    if b.exact:
+        status, relative = classify(a.value, b.value, b.better, 0.0)
+        return Change(key, a.value, b.value, b.unit, b.better, relative, status, 0.0, gated, "exact")
+    status, relative = classify(a.value, b.value, b.better, limit)
+    return Change(key, a.value, b.value, b.unit, b.better, relative, status, limit, gated, "threshold",
+                  old_figure=a.figure, new_figure=b.figure)
 
 
-def _compare_one(key: str, old_entry: dict, new_entry: dict, limit: float) -> Change:
-    old, new = _value(key, old_entry, "old"), _value(key, new_entry, "new")
-    _better(key, old_entry, "old")
-    better = _better(key, new_entry, "new")
-    _same(key, "better", old_entry, new_entry)
-    unit = _same(key, "unit", old_entry, new_entry)
-    status, relative = classify(old, new, better, limit)
-    return Change(key, old, new, unit, better, relative, status, limit)
-
-
-def load_results(run_dir: Path) -> dict:
-    """results.json of a run, checked to be a schema this module understands."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunError(f"got no run directory at {run_dir}, "
-                       f"but should be a run directory holding results.json")
-    path = run_dir / "results.json"
-    if not path.is_file():
-        raise RunError(f"got no {path}, but should be a results.json written by `python -m reports`")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise RunError(f"got unreadable {path} ({exc}), but should be JSON") from exc
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if schema != SCHEMA:
-        raise RunError(f"got schema {schema!r} in {path}, but should be {SCHEMA} (reports/schema.md)")
-    if not isinstance(data.get("metrics"), dict):
-        raise RunError(f"got metrics of type {type(data.get('metrics')).__name__} in {path}, "
-                       f"but should be an object of key -> {{value, unit, better}}")
-    return data
+def _judge(change: Change, p_adjusted: float, alpha: float) -> Change:
+    """Significant and beyond the threshold, in either direction; otherwise unchanged."""
+    status = "unchanged"
+    if p_adjusted < alpha:
+        status, _ = classify(change.old, change.new, change.better, change.threshold, change.absolute)
+    return Change(**{**change.__dict__, "status": status, "p_adjusted": p_adjusted})
 
 
 def compare_runs(old_dir: Path, new_dir: Path, threshold: float = DEFAULT_THRESHOLD,
-                 thresholds: Mapping[str, float] | None = None) -> list[Change]:
+                 thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA) -> list[Change]:
     """Compare the metrics of two run directories."""
     old, new = load_results(Path(old_dir)), load_results(Path(new_dir))
-    return compare_metrics(old["metrics"], new["metrics"], threshold, thresholds)
+    return compare_metrics(old["metrics"], new["metrics"], threshold, thresholds, alpha)
 
 
-def run_names(root: Path) -> list[str]:
-    """Finished runs in time order: hidden ``.tmp-*`` leftovers and the ``latest`` pointer are not runs."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir()
-                  if p.is_dir() and not p.name.startswith(".") and p.name != "latest")
+def gated_regressions(changes: Sequence[Change]) -> list[Change]:
+    return [c for c in changes if c.gated and c.status == "regression"]
 
 
-def previous_run(root: Path, current_name: str) -> Path | None:
-    """The run just before ``current_name`` (names are UTC timestamps, so they sort by time)."""
-    earlier = [name for name in run_names(root) if name < current_name]
-    return Path(root) / earlier[-1] if earlier else None
+# ---------------------------------------------------------------- markdown
 
 
 def _pct(fraction: float) -> str:
     return f"{fraction * 100:g}%"
 
 
-def _fmt_value(value: float | None) -> str:
+def _fmt_value(value: float | None, figure: Figure | None) -> str:
+    if figure is not None:
+        return describe(figure)
     if value is None:
         return ""
     if float(value).is_integer():
@@ -210,10 +264,22 @@ def _fmt_value(value: float | None) -> str:
     return f"{value:,.1f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
-def _fmt_relative(change: Change) -> str:
+def _fmt_change(change: Change) -> str:
+    if change.absolute and change.old is not None and change.new is not None:
+        return f"{change.new - change.old:+.3g}"
     if change.relative is not None:
         return f"{change.relative:+.1%}"
     return "from 0" if change.old == 0 else "n/a"
+
+
+def _fmt_threshold(change: Change) -> str:
+    return f"{change.threshold:g}" if change.absolute else _pct(change.threshold)
+
+
+def _fmt_p(change: Change) -> str:
+    if change.p_adjusted is None:
+        return change.test
+    return f"{change.p_adjusted:.2g}"
 
 
 def _severity(change: Change) -> tuple[float, str]:
@@ -223,38 +289,54 @@ def _severity(change: Change) -> tuple[float, str]:
 
 
 def _rows(changes: Sequence[Change]) -> list[dict]:
-    return [{"status": c.status, "metric": c.key, "old": _fmt_value(c.old), "new": _fmt_value(c.new),
-             "change": _fmt_relative(c), "unit": c.unit, "better": c.better, "threshold": _pct(c.threshold)}
+    return [{"status": c.status, "metric": c.key, "old": _fmt_value(c.old, c.old_figure),
+             "new": _fmt_value(c.new, c.new_figure), "change": _fmt_change(c), "unit": c.unit, "better": c.better,
+             "p (BH)": _fmt_p(c), "threshold": _fmt_threshold(c)}
             for c in changes]
 
 
-def summary_line(changes: Sequence[Change], threshold: float = DEFAULT_THRESHOLD,
-                 thresholds: Mapping[str, float] | None = None) -> str:
-    counts = {s: sum(c.status == s for c in changes) for s in STATUS_ORDER}
-    prefixes = merged_thresholds(thresholds)
-    extra = "".join(f"; {p}: {_pct(t)}" for p, t in sorted(prefixes.items()))
-    line = (f"{counts['regression']} regressions, {counts['improvement']} improvements, "
-            f"{counts['unchanged']} unchanged (threshold {_pct(threshold)}{extra})")
-    if counts["added"] or counts["removed"]:
-        line += f"; {counts['added']} added, {counts['removed']} removed"
+def counts(changes: Sequence[Change]) -> str:
+    n = {s: sum(c.status == s for c in changes) for s in STATUS_ORDER}
+    line = f"{n['regression']} regressions, {n['improvement']} improvements, {n['unchanged']} unchanged"
+    if n["added"] or n["removed"]:
+        line += f"; {n['added']} added, {n['removed']} removed"
     return line
 
 
-def comparison_markdown(changes: Sequence[Change], threshold: float = DEFAULT_THRESHOLD,
-                        thresholds: Mapping[str, float] | None = None,
-                        listed: Sequence[str] = ("regression", "improvement", "added", "removed")) -> str:
-    """Regressions first (largest first), then improvements, then added and removed metrics.
+def summary_line(changes: Sequence[Change], threshold: float = DEFAULT_THRESHOLD, alpha: float = ALPHA) -> str:
+    gated = [c for c in changes if c.gated]
+    informative = [c for c in changes if not c.gated]
+    return (f"Gated: {counts(gated)}. Informative: {counts(informative)}. A change counts when "
+            f"Mann-Whitney's U is significant after Benjamini-Hochberg (FDR {_pct(alpha)} per family) and "
+            f"the move exceeds {_pct(threshold)} ({DEFAULT_ABSOLUTE_THRESHOLD:g} absolute for efficiencies); "
+            "counts are exact.")
 
-    ``listed`` picks the statuses that get table rows; the summary line counts them all.
-    """
+
+def comparison_markdown(changes: Sequence[Change], threshold: float = DEFAULT_THRESHOLD, alpha: float = ALPHA,
+                        listed: Sequence[str] = ("regression", "improvement", "added", "removed")) -> str:
+    """The summary, every gated metric, then the informative ones whose status is in ``listed``."""
+    text = summary_line(changes, threshold, alpha)
+    unsampled = [c for c in changes if c.test == "threshold"]
+    if unsampled:
+        text += (f"\n\nNote: {len(unsampled)} metrics have no samples in one of the runs (written before "
+                 f"schema 2): they are compared by the threshold alone, as then.")
+    gated = sorted((c for c in changes if c.gated), key=lambda c: (STATUS_ORDER.index(c.status), c.key))
+    if gated:
+        text += "\n\nGated metrics (a regression here fails the job):\n\n" + _table(gated)
     shown = []
     for status in listed:
-        group = [c for c in changes if c.status == status]
+        group = [c for c in changes if not c.gated and c.status == status]
         shown += sorted(group, key=_severity) if status in ("regression", "improvement") else group
-    text = summary_line(changes, threshold, thresholds)
     if shown:
-        text += "\n\n" + tabulate(_rows(shown), headers="keys", tablefmt="github", disable_numparse=True)
+        text += "\n\nInformative metrics that moved (reported, never failing the job):\n\n" + _table(shown)
     return text + "\n"
+
+
+def _table(changes: Sequence[Change]) -> str:
+    return tabulate(_rows(changes), headers="keys", tablefmt="github", disable_numparse=True)
+
+
+# ---------------------------------------------------------------- CLI
 
 
 def _resolve(arg: str, root: Path) -> Path:
@@ -263,16 +345,9 @@ def _resolve(arg: str, root: Path) -> Path:
     return path if path.is_dir() else root / arg
 
 
-def _latest(root: Path) -> Path:
-    latest = latest_run(root)
-    if latest is None:
-        raise RunError(f"got no {root / 'latest'}, but should be a runs root written by `python -m reports`")
-    return latest
-
-
 def pick_runs(old: str | None, new: str | None, root: Path) -> tuple[Path, Path]:
     """No argument: latest and the run before it; one: that run against latest; two: those runs."""
-    new_dir = _resolve(new, root) if new else _latest(root)
+    new_dir = _resolve(new, root) if new else latest(root)
     if old:
         return _resolve(old, root), new_dir
     before = previous_run(new_dir.parent, new_dir.name)
@@ -301,27 +376,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="relative change that counts (default 0.1 = 10%%)")
+    parser.add_argument("--alpha", type=float, default=ALPHA,
+                        help="false discovery rate of the significance test (default 0.05)")
     parser.add_argument("--prefix-threshold", type=_prefix_threshold, action="append", default=[],
                         metavar="PREFIX=FRACTION",
                         help="repeatable; longest matching prefix wins (always added: conformance/=0)")
-    parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when anything regressed")
+    parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a gated metric regressed")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit 0 when fine, 1 on a regression with --fail-on-regression, 2 when runs cannot be compared."""
+    """Exit 0 when fine, 1 on a gated regression with --fail-on-regression, 2 when runs cannot be compared."""
     args = parse_args(argv)
     thresholds = dict(args.prefix_threshold)
     try:
         old_dir, new_dir = pick_runs(args.old, args.new, args.root)
-        changes = compare_runs(old_dir, new_dir, args.threshold, thresholds)
+        changes = compare_runs(old_dir, new_dir, args.threshold, thresholds, args.alpha)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"Comparing {new_dir.name} with {old_dir.name}\n")
-    print(comparison_markdown(changes, args.threshold, thresholds), end="")
-    regressed = any(c.status == "regression" for c in changes)
-    return 1 if args.fail_on_regression and regressed else 0
+    print(comparison_markdown(changes, args.threshold, args.alpha), end="")
+    return 1 if args.fail_on_regression and gated_regressions(changes) else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Run-to-run comparison: direction from ``better``, thresholds, run discovery and the CLI's exit codes."""
+"""Run-to-run comparison: significance and threshold, gated vs informative, old runs, discovery, exit codes."""
 
 import subprocess
 import sys
@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.stats import Figure
 from reports.compare import (
-    Change, compare_metrics, compare_runs, comparison_markdown, main, previous_run, threshold_for,
+    Change, compare_metrics, compare_runs, comparison_markdown, main, threshold_for,
 )
+from reports.runs import previous_run
 from reports.writer import dump_json, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,8 +19,17 @@ STEP = "step_time/ratio_median"
 FAILED = "conformance/suites/layout/reference/failed"
 
 
-def metric(value, better, unit=""):
-    return {"value": value, "unit": unit, "better": better}
+def metric(value, better, unit="", **extra):
+    return {"value": value, "unit": unit, "better": better, **extra}
+
+
+def sampled(samples, better="higher", unit="GB/s", gated=True, spread_kind="relative"):
+    figure = Figure.of(samples, unit, better, spread_kind)
+    return {"value": figure.median, "unit": unit, "better": better, "gated": gated, "figure": figure.to_json()}
+
+
+# Seeded noise around 1: 15 samples spread about +-3%, like a quiet machine.
+NOISE = [1.0, 0.97, 1.02, 1.01, 0.99, 1.03, 0.98, 1.0, 1.01, 0.99, 1.02, 0.97, 1.0, 1.01, 0.98]
 
 
 def by_key(changes: list[Change]) -> dict[str, Change]:
@@ -99,12 +110,17 @@ def test_bad_metrics_are_named(entry, message):
 
 
 def test_markdown_lists_regressions_before_improvements():
+    informative = dict(gated=False)
     changes = compare_metrics(
-        {BUSBW: metric(10.0, "higher"), STEP: metric(1.25, "lower"), "same": metric(1, "higher")},
-        {BUSBW: metric(8.0, "higher"), STEP: metric(1.0, "lower"), "same": metric(1, "higher")},
+        {BUSBW: metric(10.0, "higher", **informative), STEP: metric(1.25, "lower", **informative),
+         "same": metric(1, "higher", **informative)},
+        {BUSBW: metric(8.0, "higher", **informative), STEP: metric(1.0, "lower", **informative),
+         "same": metric(1, "higher", **informative)},
     )
     text = comparison_markdown(changes)
-    assert text.startswith("1 regressions, 1 improvements, 1 unchanged (threshold 10%"), text
+    assert text.startswith("Gated: 0 regressions, 0 improvements, 0 unchanged. Informative: 1 regressions, "
+                           "1 improvements, 1 unchanged."), text
+    assert "written before schema 2" in text, "metrics without samples should carry the note"
     assert text.index(BUSBW) < text.index(STEP), text
     assert "| regression " in text and "-20.0%" in text and "same" not in text, text
 
@@ -136,6 +152,89 @@ def test_compare_runs_reads_both_directories(tmp_path):
     assert statuses == {BUSBW: "regression", FAILED: "regression"}
 
 
+def test_same_distribution_is_unchanged_whatever_the_medians_say():
+    old = {"m": sampled([10 * x for x in NOISE])}
+    new = {"m": sampled([10 * x for x in reversed(NOISE)])}
+    [change] = compare_metrics(old, new)
+    assert (change.status, change.test) == ("unchanged", "mann-whitney"), change
+    assert change.p_adjusted == pytest.approx(1.0), change
+
+
+def test_a_clear_20_percent_drop_is_a_significant_regression():
+    [change] = compare_metrics({"m": sampled([10 * x for x in NOISE])}, {"m": sampled([8 * x for x in NOISE])})
+    assert change.status == "regression", change
+    # Fully separated samples of 15 and 15 (U = 225 of 225): with ties, the normal approximation
+    # gives p = 3.2e-6; the exact test without ties would give 2 / C(30, 15) = 1.3e-8.
+    assert change.p_value < 1e-5, change
+    assert change.relative == pytest.approx(-0.2), change
+
+
+def test_a_big_move_in_noise_too_few_to_test_does_not_cry_wolf():
+    """3 wild samples a side: the medians differ by 30%, but U cannot tell them apart."""
+    [change] = compare_metrics({"m": sampled([10.0, 4.0, 16.0])}, {"m": sampled([7.0, 12.0, 3.0])})
+    assert change.status == "unchanged", change
+    assert change.p_adjusted > 0.05, change
+
+
+def test_significant_but_below_the_threshold_is_unchanged():
+    [change] = compare_metrics({"m": sampled([10 * x for x in NOISE])}, {"m": sampled([9.7 * x for x in NOISE])},
+                               threshold=0.10)
+    assert change.p_value < 0.05 and change.status == "unchanged", change
+
+
+def test_benjamini_hochberg_corrects_for_the_number_of_metrics():
+    """A metric with moderate evidence (6 samples a side, half-overlapping: p about 0.016) counts alone;
+    among 19 metrics that did not move, BH lifts it to 20 x 0.016 and it no longer does. A strong move
+    among the same 19 is still found."""
+    moderate_old = sampled([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], gated=False)
+    moderate_new = sampled([4.5, 5.5, 6.5, 7.5, 8.5, 9.5], gated=False)
+    [alone] = compare_metrics({"m": moderate_old}, {"m": moderate_new})
+    assert alone.p_value < 0.05 and alone.status == "improvement", alone
+    null = {f"n{i}": sampled([10 * x for x in NOISE], gated=False) for i in range(19)}
+    crowd = {c.key: c for c in compare_metrics({**null, "m": moderate_old}, {**null, "m": moderate_new})}
+    assert crowd["m"].p_adjusted == pytest.approx(20 * alone.p_value) and crowd["m"].status == "unchanged"
+    strong_old, strong_new = sampled([10 * x for x in NOISE], gated=False), sampled([8 * x for x in NOISE], gated=False)
+    crowd = {c.key: c for c in compare_metrics({**null, "s": strong_old}, {**null, "s": strong_new})}
+    assert crowd["s"].status == "regression", crowd["s"]
+    assert all(crowd[k].status == "unchanged" for k in null)
+
+
+def test_efficiencies_move_by_an_absolute_threshold():
+    old = {"eff": sampled([0.60 + 0.01 * x for x in range(-7, 8)], spread_kind="absolute", unit="")}
+    small = {"eff": sampled([0.57 + 0.01 * x for x in range(-7, 8)], spread_kind="absolute", unit="")}
+    large = {"eff": sampled([0.50 + 0.01 * x for x in range(-7, 8)], spread_kind="absolute", unit="")}
+    [a] = compare_metrics(old, small)
+    [b] = compare_metrics(old, large)
+    assert a.absolute and a.threshold == 0.05 and a.status == "unchanged", a  # -0.03: within 0.05
+    assert b.status == "regression", b  # -0.10 and significant
+
+
+def test_exact_counts_regress_on_any_bad_move():
+    old = {"strength/x/caught": metric(1, "higher", exact=True), "wrong/x": metric(0, "lower", exact=True)}
+    new = {"strength/x/caught": metric(0, "higher", exact=True), "wrong/x": metric(3, "lower", exact=True)}
+    statuses = {c.key: (c.status, c.test) for c in compare_metrics(old, new, threshold=0.9)}
+    assert statuses == {"strength/x/caught": ("regression", "exact"), "wrong/x": ("regression", "exact")}
+
+
+def test_only_gated_regressions_fail_the_job(tmp_path):
+    base = {"gate": sampled([10 * x for x in NOISE]), "info": sampled([10 * x for x in NOISE], gated=False)}
+    worse_info = {**base, "info": sampled([5 * x for x in NOISE], gated=False)}
+    worse_gate = {**base, "gate": sampled([5 * x for x in NOISE])}
+    for name, metrics in (("a", base), ("b", worse_info), ("c", worse_gate)):
+        write_run({"results.json": results(metrics, 2)}, root=tmp_path, name=name)
+    assert main(["a", "b", "--root", str(tmp_path), "--fail-on-regression"]) == 0
+    assert main(["a", "c", "--root", str(tmp_path), "--fail-on-regression"]) == 1
+
+
+def test_a_schema_1_run_compares_with_a_schema_2_run_by_threshold_with_a_note(tmp_path):
+    old = write(tmp_path, "20261122T043209Z", 10.0)
+    new_metrics = {BUSBW: sampled([7 * x for x in NOISE]), FAILED: metric(0, "lower", "tests", exact=True)}
+    new = write_run({"results.json": results(new_metrics, 2)}, root=tmp_path, name="20261122T052149Z")
+    changes = {c.key: c for c in compare_runs(old, new)}
+    assert (changes[BUSBW].status, changes[BUSBW].test) == ("regression", "threshold"), changes[BUSBW]
+    assert "written before schema 2" in comparison_markdown(list(changes.values()))
+
+
 def test_cli_exit_codes(tmp_path, capsys):
     write(tmp_path, "20261122T043209Z", 10.0)
     write(tmp_path, "20261122T052149Z", 10.5)
@@ -143,7 +242,7 @@ def test_cli_exit_codes(tmp_path, capsys):
     write(tmp_path, "20261123T010000Z", 7.0)  # latest, 33% below the run before it
     assert main(["--root", str(tmp_path)]) == 0, "without --fail-on-regression a regression only reports"
     out = capsys.readouterr().out
-    assert "1 regressions, 0 improvements, 1 unchanged" in out and BUSBW in out, out
+    assert "Gated: 1 regressions, 0 improvements, 1 unchanged" in out and BUSBW in out, out
     assert main(["--root", str(tmp_path), "--fail-on-regression"]) == 1
     two_earlier = ["20261122T043209Z", "20261122T052149Z"]
     assert main([*two_earlier, "--root", str(tmp_path), "--fail-on-regression"]) == 0
@@ -170,7 +269,7 @@ def test_cli_missing_results_or_unknown_schema_exits_2(tmp_path, capsys):
     write(tmp_path, "20261123T010000Z", 10.0, schema=None)
     assert main(["20261122T043209Z", "20261123T010000Z", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "got schema None" in err and "but should be 1" in err, err
+    assert "got schema None" in err and "but should be one of (1, 2)" in err, err
 
 
 def test_python_dash_m_runs_the_cli(tmp_path):
@@ -178,4 +277,4 @@ def test_python_dash_m_runs_the_cli(tmp_path):
     command = [sys.executable, "-m", "reports.compare", str(old), str(new), "--fail-on-regression"]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1, proc.stderr
-    assert "1 regressions" in proc.stdout, proc.stdout
+    assert "Gated: 1 regressions" in proc.stdout, proc.stdout

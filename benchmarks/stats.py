@@ -1,0 +1,127 @@
+"""A timed figure as repeated samples, and what the report says of it: median, interval, spread.
+
+Every timed figure is measured as independent samples (rounds after a
+warm-up, the same number on every rank). ``Figure`` keeps them (compactly,
+6 significant digits, so a later comparison can test them) and derives:
+
+- the median and a distribution-free 95% confidence interval of the median
+  (``scipy.stats.quantile_test``; undefined below 6 samples);
+- the spread: the interquartile range, relative to the median for
+  quantities (times, bandwidths, ratios), absolute for efficiencies, which
+  may sit near zero;
+- ``unstable``: the spread exceeds ``UNSTABLE_LIMITS`` (pyperf warns at a
+  standard deviation over 10% of the mean; this is its robust cousin).
+
+Nothing here is computed by hand: scipy does the statistics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+UNSTABLE_LIMITS = {"relative": 0.10, "absolute": 0.05}
+BETTER = ("higher", "lower")
+
+
+def compact(value: float) -> float:
+    """6 significant digits: samples stay exact enough to test and small enough to keep."""
+    return float(f"{value:.6g}") if math.isfinite(value) else value
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One timed figure: its samples and what they mean."""
+
+    samples: tuple[float, ...]
+    unit: str
+    better: str
+    spread_kind: str = "relative"
+
+    def __post_init__(self) -> None:
+        if self.better not in BETTER:
+            raise ValueError(f"better: got {self.better!r}, but should be one of {BETTER}")
+        if self.spread_kind not in UNSTABLE_LIMITS:
+            raise ValueError(f"spread_kind: got {self.spread_kind!r}, but should be one of {tuple(UNSTABLE_LIMITS)}")
+        if not self.samples:
+            raise ValueError("samples: got none, but a figure needs at least one")
+        object.__setattr__(self, "samples", tuple(compact(float(s)) for s in self.samples))
+
+    @classmethod
+    def of(cls, samples: Iterable[float], unit: str, better: str, spread_kind: str = "relative") -> Figure:
+        return cls(tuple(samples), unit, better, spread_kind)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """95% confidence interval of the median; None when there are too few samples for one."""
+        if self.n < 2 or not all(math.isfinite(s) for s in self.samples):
+            return None
+        ci = stats.quantile_test(np.asarray(self.samples), q=self.median, p=0.5).confidence_interval(CONFIDENCE)
+        if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
+            return None
+        return float(ci.low), float(ci.high)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range; relative to |median| for quantities."""
+        iqr = float(stats.iqr(self.samples))
+        if self.spread_kind == "absolute":
+            return iqr
+        return iqr / abs(self.median) if self.median else math.inf
+
+    @property
+    def unstable(self) -> bool:
+        return not self.spread <= UNSTABLE_LIMITS[self.spread_kind]
+
+    def to_json(self) -> dict:
+        interval = self.interval
+        return {
+            "median": compact(self.median),
+            "ci_low": None if interval is None else compact(interval[0]),
+            "ci_high": None if interval is None else compact(interval[1]),
+            "spread": compact(self.spread),
+            "spread_kind": self.spread_kind,
+            "unstable": self.unstable,
+            "n": self.n,
+            "unit": self.unit,
+            "better": self.better,
+            "samples": list(self.samples),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Figure:
+        return cls(tuple(data["samples"]), data["unit"], data["better"], data.get("spread_kind", "relative"))
+
+
+def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[float]:
+    """Per-round ratios of two figures measured side by side (same length: one pair per round)."""
+    if len(numerators) != len(denominators):
+        raise ValueError(f"ratios: got {len(numerators)} and {len(denominators)} samples, "
+                         "but should be one pair per round")
+    return [a / b for a, b in zip(numerators, denominators)]
+
+
+def describe(figure: Figure, digits: int = 4) -> str:
+    """``median [low, high]`` with the unit, and a warning when unstable: one table cell."""
+    fmt = f"{{:.{digits}g}}"
+    text = fmt.format(figure.median)
+    interval = figure.interval
+    text += f" [{fmt.format(interval[0])}, {fmt.format(interval[1])}]" if interval else " [n<6]"
+    if figure.unstable:
+        limit = UNSTABLE_LIMITS[figure.spread_kind]
+        kind = "IQR/median" if figure.spread_kind == "relative" else "IQR"
+        text += f" UNSTABLE ({kind} {figure.spread:.2g} > {limit:g})"
+    return text
