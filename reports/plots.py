@@ -21,13 +21,13 @@ OVERLAP_BARS = (("compute_ms", "compute"), ("overlap_ms", "compute + comm, overl
 BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
-def _new_figure(width: float = 8.0, height: float = 5.0) -> Figure:
+def new_figure(width: float = 8.0, height: float = 5.0) -> Figure:
     fig = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(fig)
     return fig
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, format="png", bbox_inches="tight")
@@ -77,7 +77,7 @@ def bucket_bytes(record: dict) -> int:
 
 
 def _plot_collective(collective: str, records: list[dict], path: Path) -> Path:
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for label, rows in _series(records).items():
         ax.plot([bucket_bytes(r) for r in rows], [r["busbw_gbps"] for r in rows], marker="o", label=label)
@@ -94,7 +94,7 @@ def _plot_collective(collective: str, records: list[dict], path: Path) -> Path:
     ax.set_title(_title(f"{collective}: bus bandwidth", records))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_busbw(busbw_records: list[dict], path) -> list[Path]:
@@ -124,7 +124,7 @@ def plot_overlap(overlap_records: list[dict], path) -> Path | None:
     """Grouped bars per implementation (``overlap.png`` in directory ``path``); None for no records."""
     if not overlap_records:
         return None
-    fig = _new_figure(max(5.0, 2.2 * len(overlap_records) + 2), 5.0)
+    fig = new_figure(max(5.0, 2.2 * len(overlap_records) + 2), 5.0)
     ax = fig.add_subplot()
     width = 0.8 / len(OVERLAP_BARS)
     for i, (field, label) in enumerate(OVERLAP_BARS):
@@ -139,7 +139,7 @@ def plot_overlap(overlap_records: list[dict], path) -> Path | None:
     ax.set_title(_title("backward with gradient sync: overlap", overlap_records))
     ax.margins(y=0.1)
     ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=len(OVERLAP_BARS))
-    return _save(fig, Path(path) / "overlap.png")
+    return save(fig, Path(path) / "overlap.png")
 
 
 def _with_run_context(records: list[dict], run: dict) -> list[dict]:

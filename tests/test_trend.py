@@ -1,0 +1,85 @@
+"""Trends over runs: gated metrics across nights, the first run where one moved, robust to odd run directories."""
+
+import warnings
+
+import pytest
+
+from benchmarks.stats import Figure
+from reports.runs import SkippedRunWarning, readable_runs
+from reports.trend import main, plot_trend, trend, trend_markdown
+from reports.writer import dump_json, write_run
+
+KEY = "step_time/reference/ratio"
+NOISE = [1.0, 0.98, 1.02, 1.01, 0.99, 1.0, 1.01, 0.99]
+
+
+def sampled(level, gated=True, spread_kind="relative"):
+    figure = Figure.of([level * x for x in NOISE], "x", "lower", spread_kind)
+    return {"value": figure.median, "unit": "x", "better": "lower", "gated": gated, "figure": figure.to_json()}
+
+
+def write(root, name, metrics, schema=2):
+    return write_run({"results.json": dump_json({"schema": schema, "run": {"name": name}, "metrics": metrics})},
+                     root=root, name=name)
+
+
+def test_one_run_gives_one_point_and_no_step(tmp_path):
+    write(tmp_path, "r1", {KEY: sampled(1.0), "info": sampled(1.0, gated=False)})
+    runs = readable_runs(tmp_path)
+    [series] = trend(runs)
+    assert series.key == KEY and len(series.points) == 1 and series.step() is None
+    assert "1 runs, r1 to r1" in trend_markdown([series], ["r1"])
+
+
+def test_the_first_run_of_a_lasting_move_is_named(tmp_path):
+    """Ratios 1.0, 1.0, 1.0 then 1.2, 1.2: a 20% step up (worse) at the fourth run."""
+    for i, level in enumerate([1.0, 1.0, 1.0, 1.2, 1.2]):
+        write(tmp_path, f"r{i}", {KEY: sampled(level)})
+    [series] = trend(readable_runs(tmp_path))
+    run, direction, change = series.step()
+    assert (run, direction) == ("r3", "regression") and change == pytest.approx(0.2, abs=0.02)
+    assert "regression at r3" in trend_markdown([series], [f"r{i}" for i in range(5)])
+
+
+def test_noise_within_the_threshold_is_no_step(tmp_path):
+    for i, level in enumerate([1.0, 1.04, 0.97, 1.03, 0.98]):
+        write(tmp_path, f"r{i}", {KEY: sampled(level)})
+    [series] = trend(readable_runs(tmp_path))
+    assert series.step() is None
+
+
+def test_schemas_mix_and_broken_runs_are_skipped_by_name(tmp_path):
+    write(tmp_path, "r0", {KEY: {"value": 1.0, "unit": "x", "better": "lower"}}, schema=1)
+    write(tmp_path, "r1", {KEY: sampled(1.0)})
+    (tmp_path / "r2").mkdir()
+    (tmp_path / "r2" / "results.json").write_text('{"schema": 2, "metr')  # half-written
+    (tmp_path / "r3").mkdir()  # no results at all
+    write(tmp_path, "r4", {KEY: sampled(1.5)}, schema=7)
+    (tmp_path / ".tmp-r5").mkdir()  # still being written: not a run
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = readable_runs(tmp_path)
+    assert [name for name, _ in runs] == ["r0", "r1"]
+    skipped = sorted(str(w.message).split(":")[0] for w in caught if w.category is SkippedRunWarning)
+    assert skipped == ["skipped run r2", "skipped run r3", "skipped run r4"], [str(w.message) for w in caught]
+    [series] = trend(runs)
+    assert [p.run for p in series.points] == ["r0", "r1"]
+    assert series.points[0].interval is None and series.points[1].interval is not None
+
+
+def test_only_schema_1_runs_have_no_gated_metrics(tmp_path):
+    write(tmp_path, "r0", {KEY: {"value": 1.0, "unit": "x", "better": "lower"}}, schema=1)
+    runs = readable_runs(tmp_path)
+    assert trend(runs) == []
+    assert "none of them marking gated metrics" in trend_markdown([], ["r0"])
+
+
+def test_plots_and_cli(tmp_path, capsys):
+    for i, level in enumerate([1.0, 1.0, 1.3]):
+        write(tmp_path / "runs", f"r{i}", {KEY: sampled(level), "eff": sampled(0.6, spread_kind="absolute")})
+    [first, *_] = plot_trend(trend(readable_runs(tmp_path / "runs")), tmp_path / "png")
+    assert first.read_bytes().startswith(b"\x89PNG")
+    assert main(["--root", str(tmp_path / "runs"), "--plots", str(tmp_path / "png2")]) == 0
+    out = capsys.readouterr().out
+    assert KEY in out and "eff" in out, out
+    assert len(list((tmp_path / "png2").glob("trend_*.png"))) == 2
