@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import torch
 
+from suites.impls.stepping import optimizer_for
+
 from . import moe
 from .cases import Case
 from .compare import agreed, assert_close, tolerance
@@ -52,25 +54,6 @@ def single_process_model(case: Case, device) -> torch.nn.Module:
     return model.to(case.dtype).to(device)
 
 
-class MainGradOptimizer:
-    """For implementations without the optimizer level: a torch optimizer fed from ``main_grad``.
-
-    Valid only for packed fp32 configurations, where every rank holds the full
-    reduced gradient in ``main_grad``.
-    """
-
-    def __init__(self, model: torch.nn.Module, case: Case) -> None:
-        self.params = list(model.parameters())
-        self.opt = case.make_torch_optimizer(self.params)
-
-    def step(self) -> None:
-        for p in self.params:
-            p.grad = p.main_grad
-        self.opt.step()
-        for p in self.params:
-            p.grad = None
-
-
 class Side:
     """One model being trained: the implementation under test, or an oracle."""
 
@@ -81,10 +64,7 @@ class Side:
             extra = {"expert_group": moe.groups(case.moe, ctx.rank)[1]} if case.moe else {}
             self.ddp = impl.wrap(self.model, case.ddp_config(), ctx.group, ctx.control_group, **extra)
             self.full_step = "optimizer" in impl.capabilities
-            if self.full_step:
-                self.opt = impl.make_optimizer(self.ddp, case.make_torch_optimizer, case.clip, case.norm_type)
-            else:
-                self.opt = MainGradOptimizer(self.model, case)
+            self.opt = optimizer_for(impl, self.ddp, self.model, case.make_torch_optimizer, case.clip, case.norm_type)
         else:
             self.model = make_model(case.tied, case.dtype).to(ctx.device)
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None

@@ -1,0 +1,37 @@
+"""Stepping any implementation: its own optimizer level, or a torch optimizer fed from ``main_grad``.
+
+Without the ``optimizer`` level the suites (and the benchmarks) still train
+an implementation, for packed fp32 configurations only: there every rank
+holds the full reduced gradient in ``param.main_grad``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+MakeTorchOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+
+
+class MainGradOptimizer:
+    """A torch optimizer stepped on ``main_grad``; no clipping, no zero counts."""
+
+    def __init__(self, model: torch.nn.Module, make_optimizer: MakeTorchOptimizer) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.opt = make_optimizer(self.params)
+
+    def step(self) -> None:
+        for p in self.params:
+            p.grad = p.main_grad
+        self.opt.step()
+        for p in self.params:
+            p.grad = None
+
+
+def optimizer_for(impl, ddp, model: torch.nn.Module, make_optimizer: MakeTorchOptimizer,
+                  max_grad_norm: float | None = None, norm_type: float = 2.0):
+    """``impl``'s optimizer over ``ddp``, or a ``MainGradOptimizer`` when it has no optimizer level."""
+    if "optimizer" in impl.capabilities:
+        return impl.make_optimizer(ddp, make_optimizer, max_grad_norm, norm_type)
+    return MainGradOptimizer(model, make_optimizer)
