@@ -1,0 +1,13 @@
+"""The benchmarks, each one registered unit (``benchmarks.registry.Benchmark``), in report order."""
+
+from . import bucketing, busbw, harness_overhead, overlap, single_process, step_time
+
+BENCHMARKS = (
+    busbw.BENCHMARK,
+    harness_overhead.BENCHMARK,
+    overlap.BENCHMARK,
+    step_time.BENCHMARK,
+    bucketing.BENCHMARK,
+    single_process.SHARD_CACHE,
+    single_process.PLANNING,
+)

@@ -1,26 +1,32 @@
-"""Bus bandwidth of bucket-sized collectives, unpadded and padded, with nccl-tests' definitions.
+"""Bus bandwidth of bucket-sized collectives, unpadded and under each padding policy (nccl-tests' definitions).
 
-For each requested size the bucket's element count is deliberately unaligned
-(as real buckets are); each padding policy then pads it to its divisor, and
+For each size the bucket's element count is deliberately unaligned (as real
+buckets are); each padding policy then pads it to its divisor, and
 "unpadded" pads only as far as the collective needs (reduce-scatter and
 all-gather need a multiple of the world size). Out-of-place uses separate
-input and output tensors; in-place uses one bucket and its cached shard views,
-as the distributed optimizer does. Every rank runs the same fixed number of
-iterations per size (no per-rank calibration). After timing, each result is
-checked with exactly representable values: ``wrong`` counts bad elements.
-``effective_busbw_gbps`` counts only the unpadded bucket's bytes, since
-padding inflates the bytes a collective moves.
+input and output tensors; in-place uses a bucket at an offset in a larger
+buffer and its cached shard views, as the distributed optimizer does.
 
-nccl-tests conventions (docs/rules.md, section 5): sizes in bytes, GB/s = 1e9 B/s;
-all-reduce ``busbw = algbw * 2(n-1)/n``; reduce-scatter and all-gather
-``busbw = algbw * (n-1)/n`` with the full (gathered) size.
+Every (size, collective, placement) is measured in rounds after a warm-up;
+in each round every padding is timed once, in an order that rotates, so the
+paddings share the machine's state and their ratio is measured side by side.
+A round's sample is the slowest rank's mean time per call over a fixed
+number of calls (the same on every rank). After timing, each result is
+checked with exactly representable values: ``wrong`` counts bad elements.
+``effective_busbw`` counts only the unpadded bucket's bytes, since padding
+inflates the bytes a collective moves; the effective ratio to unpadded is
+what a padding policy buys the payload.
+
+nccl-tests conventions (docs/rules.md, section 5): sizes in bytes, GB/s =
+1e9 B/s; all-reduce ``busbw = algbw * 2(n-1)/n``; reduce-scatter and
+all-gather ``busbw = algbw * (n-1)/n`` with the full (gathered) size.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -29,13 +35,50 @@ from reference.buffer import shard_buffer
 from reference.collectives import all_gather, reduce_scatter
 from reference.layout import POLICIES, get_policy, pad
 
-from .launch import BenchContext
+from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
+from .stats import Figure
+from .timing import timed
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 # "unpadded" beside every policy that pads for the distributed optimizer.
 PADDINGS = ("unpadded", *(name for name, p in POLICIES.items() if p.distributed_optimizer))
 PLACEMENTS = ("out-of-place", "in-place")
 ELEMENT = torch.float32
+GATED_PLACEMENT = "in-place"  # how DDP uses a bucket: a view of the buffer, cached shard views
+
+RECORD = Record({
+    "collective": "all_reduce, reduce_scatter or all_gather",
+    "policy": "unpadded, or the padding policy the bucket was padded under",
+    "placement": "out-of-place (separate tensors) or in-place (a bucket view and its cached shard views)",
+    "size_bytes": "bytes the collective moves (the padded bucket; the full, gathered size)",
+    "count": "elements moved (padded)",
+    "requested_count": "elements of the bucket before padding (deliberately unaligned)",
+    "type": "element type",
+    "redop": "reduction op (none for all_gather)",
+    "time_us": "figure: microseconds per call, the slowest rank's mean per round",
+    "busbw_gbps": "figure: nccl-tests bus bandwidth, GB/s (1e9 B/s)",
+    "effective_busbw_gbps": "figure: bus bandwidth over the unpadded bucket's bytes only",
+    "effective_ratio_to_unpadded": "figure: effective busbw over unpadded's, per round; null for unpadded",
+    "wrong": "elements with a wrong value after the collective (checked after timing), summed over ranks",
+    "world_size": "ranks",
+    "backend": "gloo or nccl",
+})
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What the sweep measures; sizes are the requested bucket sizes in bytes, before padding."""
+
+    sizes: tuple[int, ...]
+    rounds: int
+    warmup: int
+
+    @classmethod
+    def geometric(cls, smallest: int, largest: int, rounds: int, warmup: int = 2, factor: int = 4) -> "Sweep":
+        if not 0 < smallest <= largest:
+            raise ValueError(f"busbw sizes: got {smallest} to {largest} bytes, but should be 0 < smallest <= largest")
+        steps = int(math.log(largest / smallest, factor)) + 1
+        return cls(tuple(smallest * factor**i for i in range(steps)), rounds, warmup)
 
 
 def bus_factor(collective: str, n: int) -> float:
@@ -59,15 +102,15 @@ def padded_count(count: int, policy: str, collective: str, n: int) -> int:
     return pad(count, get_policy(policy).bucket_divisor(n))
 
 
-def iterations(size_bytes: int, smoke: bool) -> tuple[int, int]:
-    """(warm-up, timed) iterations: fixed by size, identical on every rank."""
+def calls_per_round(size_bytes: int, smoke: bool) -> int:
+    """Calls averaged into one sample: enough to outlast the timer, fixed by size, identical on every rank."""
     if smoke:
-        return 0, 1
+        return 1
     if size_bytes <= 64 * 2**10:
-        return 5, 50
+        return 20
     if size_bytes <= 2**20:
-        return 3, 20
-    return 2, 8
+        return 5
+    return 1
 
 
 @dataclass
@@ -80,14 +123,14 @@ class Buffers:
     shards: list[torch.Tensor]
     out: torch.Tensor | None
 
-    def op(self, rank: int):
+    def op(self, rank: int, group):
         if self.collective == "all_reduce":
-            return lambda: dist.all_reduce(self.bucket)
+            return lambda: dist.all_reduce(self.bucket, group=group)
         if self.collective == "reduce_scatter":
             target = self.shards[rank] if self.placement == "in-place" else self.out
-            return lambda: reduce_scatter(target, self.bucket)
+            return lambda: reduce_scatter(target, self.bucket, group=group)
         source = self.shards[rank] if self.placement == "in-place" else self.out
-        return lambda: all_gather(self.bucket, source)
+        return lambda: all_gather(self.bucket, source, group=group)
 
     def fill(self, rank: int) -> None:
         """All-reduce / reduce-scatter inputs hold rank+1; an all-gather source holds rank+1."""
@@ -123,82 +166,132 @@ def make_buffers(collective: str, placement: str, count: int, n: int, device) ->
     return Buffers(collective, placement, bucket, shards, out)
 
 
-def time_op(ctx: BenchContext, op, warmup: int, iters: int) -> float:
-    """Seconds per call, the slowest rank's average (all ranks run the same iterations)."""
-    for _ in range(warmup):
-        op()
-    ctx.sync()
-    dist.barrier(group=ctx.group)
-    start = time.perf_counter()
-    for _ in range(iters):
-        op()
-    ctx.sync()
-    elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=ctx.group)
-    return float(elapsed.item())
-
-
-def sweep(ctx: BenchContext, sizes: list[int], smoke: bool = False) -> list[dict]:
-    """Every (size, collective, policy, placement); identical records on every rank."""
-    n, records = ctx.world_size, []
-    for size in sizes:
+def measure(ctx, settings) -> list[dict]:
+    """Every (size, collective, placement) with its paddings interleaved per round; identical on every rank."""
+    sweep, n, records = settings.busbw, ctx.world_size, []
+    for size in sweep.sizes:
         requested = bucket_count(size)
-        warmup, iters = iterations(size, smoke)
+        calls = calls_per_round(size, settings.smoke)
         for collective in COLLECTIVES:
-            for policy in PADDINGS:
-                count = padded_count(requested, policy, collective, n)
-                for placement in PLACEMENTS:
-                    buffers = make_buffers(collective, placement, count, n, ctx.device)
-                    op = buffers.op(ctx.rank)
-                    seconds = time_op(ctx, op, warmup, iters)
-                    buffers.fill(ctx.rank)
-                    op()
-                    ctx.sync()
-                    wrong = torch.tensor([buffers.wrong(ctx.rank, n)], device=ctx.device)
-                    dist.all_reduce(wrong, group=ctx.group)
-                    size_bytes = count * ELEMENT.itemsize
-                    algbw, busbw = bandwidths(collective, size_bytes, seconds, n)
-                    records.append({
-                        "collective": collective, "policy": policy, "placement": placement,
-                        "size_bytes": size_bytes, "count": count, "requested_count": requested,
-                        "type": "float32", "redop": "none" if collective == "all_gather" else "sum",
-                        "time_us": seconds * 1e6, "algbw_gbps": algbw, "busbw_gbps": busbw,
-                        # busbw over the bucket's own bytes: what padding buys or costs the payload.
-                        "effective_busbw_gbps": busbw * requested / count,
-                        "wrong": int(wrong.item()), "world_size": n, "backend": ctx.backend,
-                    })
+            for placement in PLACEMENTS:
+                counts = {p: padded_count(requested, p, collective, n) for p in PADDINGS}
+                buffers = {p: make_buffers(collective, placement, c, n, ctx.device) for p, c in counts.items()}
+                ops = {p: b.op(ctx.rank, ctx.group) for p, b in buffers.items()}
+                seconds = {p: [] for p in PADDINGS}
+                for i in range(sweep.warmup + sweep.rounds):
+                    order = PADDINGS[i % len(PADDINGS):] + PADDINGS[: i % len(PADDINGS)]
+                    for p in order:
+                        t = timed(ctx, ops[p], calls)
+                        if i >= sweep.warmup:
+                            seconds[p].append(t)
+                effective = {p: _effective(collective, counts[p], requested, seconds[p], n) for p in PADDINGS}
+                for p in PADDINGS:
+                    ratio = None if p == "unpadded" else [e / u for e, u in zip(effective[p], effective["unpadded"])]
+                    records.append(_record(ctx, collective, placement, p, counts[p], requested, seconds[p],
+                                           effective[p], ratio, _wrong(ctx, buffers[p], ops[p])))
     return records
 
 
-def geometric_sizes(smallest: int, largest: int, factor: int = 4) -> list[int]:
-    steps = int(math.log(largest / smallest, factor)) + 1
-    return [smallest * factor**i for i in range(steps)]
+def _effective(collective: str, count: int, requested: int, seconds: list[float], n: int) -> list[float]:
+    """Per-round busbw over the unpadded bucket's bytes."""
+    return [bandwidths(collective, count * ELEMENT.itemsize, s, n)[1] * requested / count for s in seconds]
 
 
-def averages(records: list[dict]) -> dict[str, dict[str, float]]:
-    """nccl-tests' footer: mean busbw per collective and policy, over sizes and placements."""
-    sums: dict[tuple[str, str], list[float]] = {}
-    for r in records:
-        sums.setdefault((r["collective"], r["policy"]), []).append(r["busbw_gbps"])
-    out: dict[str, dict[str, float]] = {}
-    for (collective, policy), values in sums.items():
-        out.setdefault(collective, {})[policy] = sum(values) / len(values)
+def _wrong(ctx, buffers: Buffers, op) -> int:
+    buffers.fill(ctx.rank)
+    op()
+    ctx.sync()
+    wrong = torch.tensor([buffers.wrong(ctx.rank, ctx.world_size)], device=ctx.device)
+    dist.all_reduce(wrong, group=ctx.group)
+    return int(wrong.item())
+
+
+def _record(ctx, collective, placement, policy, count, requested, seconds, effective, ratio, wrong) -> dict:
+    n, size_bytes = ctx.world_size, count * ELEMENT.itemsize
+    return {
+        "collective": collective, "policy": policy, "placement": placement,
+        "size_bytes": size_bytes, "count": count, "requested_count": requested,
+        "type": "float32", "redop": "none" if collective == "all_gather" else "sum",
+        **figures_json(time_us=Figure.of([s * 1e6 for s in seconds], "us", "lower"),
+                       busbw_gbps=Figure.of([bandwidths(collective, size_bytes, s, n)[1] for s in seconds],
+                                            "GB/s", "higher"),
+                       effective_busbw_gbps=Figure.of(effective, "GB/s", "higher")),
+        "effective_ratio_to_unpadded": None if ratio is None else Figure.of(ratio, "x", "higher").to_json(),
+        "wrong": wrong, "world_size": n, "backend": ctx.backend,
+    }
+
+
+def largest(records: list[dict]) -> int:
+    return max(r["requested_count"] for r in records)
+
+
+def metrics(records: list[dict]) -> list[Metric]:
+    """Per-size figures are informative; at the largest size, in place (as DDP uses buckets), each
+    policy's busbw and its effective ratio to unpadded are gated, and so is the total of wrong results."""
+    out, top = [], largest(records) if records else None
+    for r in records:  # keyed by the bucket's size before padding, which every policy shares
+        where = f"{r['collective']}/{r['policy']}/{r['placement']}/{r['requested_count'] * ELEMENT.itemsize}"
+        out.append(Metric(f"busbw/{where}", "GB/s", "higher", False, figure=figure_of(r, "busbw_gbps")))
+        out.append(Metric(f"wrong/{where}", "elements", "lower", False, count=r["wrong"]))
+        if r["requested_count"] != top or r["placement"] != GATED_PLACEMENT:
+            continue
+        out.append(Metric(f"busbw_largest/{r['collective']}/{r['policy']}", "GB/s", "higher", True,
+                          figure=figure_of(r, "busbw_gbps")))
+        if r["effective_ratio_to_unpadded"] is not None:
+            out.append(Metric(f"padding_ratio/{r['collective']}/{r['policy']}", "x", "higher", True,
+                              figure=figure_of(r, "effective_ratio_to_unpadded")))
+    if records:
+        out.append(Metric("wrong/total", "elements", "lower", True, count=sum(r["wrong"] for r in records)))
     return out
 
 
-def bare_loop_overhead(ctx: BenchContext, count: int = 2**18, iters: int = 50, rounds: int = 5) -> dict:
-    """The harness's cost: ``time_op`` against an inline loop of the same all-reduce, alternating."""
-    t = torch.ones(count, dtype=ELEMENT, device=ctx.device)
-    harness, bare = [], []
-    for _ in range(rounds):
-        harness.append(time_op(ctx, lambda: dist.all_reduce(t), 2, iters))
-        dist.barrier(group=ctx.group)
-        start = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(t)
-        ctx.sync()
-        elapsed = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64, device=ctx.device)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=ctx.group)
-        bare.append(float(elapsed.item()))
-    ratio = sorted(h / b for h, b in zip(harness, bare))[len(bare) // 2]
-    return {"count": count, "iters": iters, "rounds": rounds, "harness_over_bare_median": ratio}
+def summary_markdown(records: list[dict]) -> str:
+    """One row per collective and policy: what padding buys the payload at the largest size."""
+    from reports.render import bytes_label, table
+
+    if not records:
+        return "(none)"
+    top = largest(records)
+    rows = [{"collective": r["collective"], "policy": r["policy"],
+             "bucket (before padding)": bytes_label(r["requested_count"] * ELEMENT.itemsize),
+             "padded to": bytes_label(r["size_bytes"]),
+             "effective busbw (GB/s)": cell(r, "effective_busbw_gbps"),
+             "ratio to unpadded": "1" if r["effective_ratio_to_unpadded"] is None
+             else cell(r, "effective_ratio_to_unpadded")}
+            for r in records if r["requested_count"] == top and r["placement"] == GATED_PLACEMENT]
+    return table(rows) + (
+        "\n\nMedian [95% interval] over rounds. Effective busbw counts the unpadded bucket's bytes only; "
+        "the ratio is per round, the padded collective timed beside the unpadded one.")
+
+
+def markdown(records: list[dict]) -> str:
+    from reports.render import table
+
+    parts = [summary_markdown(records)]
+    for collective in COLLECTIVES:
+        rows = [{"size(B)": r["size_bytes"], "count": r["count"], "type": r["type"], "redop": r["redop"],
+                 "policy": r["policy"], "placement": r["placement"], "time(us)": cell(r, "time_us"),
+                 "busbw(GB/s)": cell(r, "busbw_gbps"), "eff. busbw": cell(r, "effective_busbw_gbps"),
+                 "#wrong": r["wrong"]}
+                for r in records if r["collective"] == collective]
+        if rows:
+            parts.append(f"### {collective}\n\n" + table(rows))
+    return "\n\n".join(parts)
+
+
+def plots(records: list[dict], out: Path) -> list[Path]:
+    from reports.plots import plot_busbw
+
+    return plot_busbw(records, out)
+
+
+BENCHMARK = Benchmark(
+    name="busbw",
+    title="Bus bandwidth: padded and unpadded buckets",
+    record=RECORD,
+    run=measure,
+    metrics=metrics,
+    markdown=markdown,
+    plots=plots,
+    summary="nccl-tests' definitions; every padding of one bucket timed in the same rounds.",
+)

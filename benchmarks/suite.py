@@ -1,48 +1,81 @@
-"""All multi-rank benchmarks in one launch (one set of rank processes), with a smoke mode.
+"""Every benchmark of a run: the multi-rank ones in one launch (one set of ranks), then the single-process ones.
 
-Smoke mode runs each benchmark once on tiny inputs: it proves the code paths
-and the correctness checks, and its timings mean nothing.
+Ranks are spawned here (``--world-size`` of them, gloo on CPU, NCCL when
+every rank has a GPU) or are torchrun's, over one node or several. Every
+rank returns the same records; each node's first rank also describes its
+node (host, CPU, devices, NCCL version and NCCL_* settings), so a run
+records every node it ran on.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import os
+import sys
+import time
+from typing import Callable, Sequence
 
-from . import busbw, overlap
-from .launch import BenchContext, run_on_ranks
-from .step_time import summarize, time_steps
+from ranks import run_on_ranks
 
+from . import BENCHMARKS
+from .settings import BenchSettings
 
-@dataclass(frozen=True)
-class BenchConfig:
-    world_size: int = 2
-    smoke: bool = False
-    smallest: int = 2**10  # bytes
-    largest: int = 2**24
-    rounds: int = 40  # step-time rounds
-    overlap_rounds: int = 15
-    model: dict = field(default_factory=lambda: {"width": 1024, "depth": 6, "batch": 32})
-
-    @classmethod
-    def smoke_test(cls, world_size: int = 2) -> "BenchConfig":
-        return cls(world_size=world_size, smoke=True, smallest=2**10, largest=2**16, rounds=2,
-                   overlap_rounds=1, model={"width": 64, "depth": 2, "batch": 4})
+Progress = Callable[[str], None]
 
 
-def _all(ctx: BenchContext, config: BenchConfig) -> dict:
-    sizes = busbw.geometric_sizes(config.smallest, config.largest)
-    records = busbw.sweep(ctx, sizes, smoke=config.smoke)
-    harness = busbw.bare_loop_overhead(ctx, iters=1 if config.smoke else 50, rounds=1 if config.smoke else 5)
-    warmup = 0 if config.smoke else 2
-    overlap_rows = overlap.measure(ctx, rounds=config.overlap_rounds, warmup=warmup, **config.model)
-    step_args = dict(config.model, rounds=config.rounds, warmup=warmup, overlap=True)
-    return {"busbw": records, "harness_overhead": harness, "overlap": overlap_rows,
-            "step_times": time_steps(ctx, step_args), "step_args": step_args}
+def selected(names: Sequence[str] | None):
+    known = [b.name for b in BENCHMARKS]
+    unknown = sorted(set(names or ()) - set(known))
+    if unknown:
+        raise ValueError(f"benchmark: got {unknown}, but should be among {', '.join(known)}")
+    return [b for b in BENCHMARKS if names is None or b.name in names]
 
 
-def run_all(config: BenchConfig) -> dict:
-    """Rank 0's view of every benchmark (every rank gets the same records)."""
-    out = run_on_ranks(_all, config.world_size, config)[0]
-    step = summarize(out.pop("step_times"), out.pop("step_args"), config.world_size)
-    return {**out, "busbw_average": busbw.averages(out["busbw"]), "step_time": step,
-            "config": asdict(config)}
+def node_record(ctx) -> dict | None:
+    """This node's description, from its first rank (plain mode: one node, rank 0)."""
+    if int(os.environ.get("LOCAL_RANK", ctx.rank)) != 0:
+        return None
+    from reports.hardware import collect_host, collect_torch
+
+    torch_info = collect_torch()
+    return {
+        "node_rank": int(os.environ.get("GROUP_RANK", 0)),
+        "first_rank": ctx.rank,
+        "local_ranks": int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size)),
+        "host": collect_host(),
+        "devices": [d["name"] for d in torch_info["devices"]],
+        "nccl_version": torch_info["nccl_version"],
+        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+        "backend": ctx.backend,
+    }
+
+
+def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
+    out = {"node": node_record(ctx)}
+    for benchmark in (b for b in BENCHMARKS if b.name in names):
+        start = time.monotonic()
+        out[benchmark.name] = benchmark.run(ctx, settings)
+        if ctx.rank == 0:
+            print(f"[benchmarks] {benchmark.name}: {time.monotonic() - start:.1f}s", file=sys.stderr, flush=True)
+    return out
+
+
+def run_benchmarks(settings: BenchSettings, world_size: int, names: Sequence[str] | None = None,
+                   progress: Progress = print) -> dict:
+    """``{benchmark name: records}`` plus ``nodes``: every node's description, by node rank."""
+    chosen = selected(names)
+    on_ranks = [b.name for b in chosen if b.on_ranks]
+    results: dict = {"nodes": []}
+    if on_ranks:
+        progress(f"benchmarks on {world_size} ranks: {', '.join(on_ranks)}")
+        per_rank = run_on_ranks(_on_every_rank, world_size, settings, on_ranks)
+        results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n["node_rank"])
+        for benchmark in (b for b in chosen if b.on_ranks):
+            records = per_rank[0][benchmark.name]
+            benchmark.record.check(benchmark.name, records)
+            results[benchmark.name] = records
+    for benchmark in (b for b in chosen if not b.on_ranks):
+        progress(f"benchmark {benchmark.name} (one process)")
+        records = benchmark.run(settings)
+        benchmark.record.check(benchmark.name, records)
+        results[benchmark.name] = records
+    return results

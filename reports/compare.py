@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from scipy import stats
-from tabulate import tabulate
-
 from benchmarks.stats import BETTER, Figure, describe
 
+from .render import table
 from .runs import RunError, latest, load_results, previous_run
 from .writer import DEFAULT_ROOT
 
@@ -333,7 +332,7 @@ def comparison_markdown(changes: Sequence[Change], threshold: float = DEFAULT_TH
 
 
 def _table(changes: Sequence[Change]) -> str:
-    return tabulate(_rows(changes), headers="keys", tablefmt="github", disable_numparse=True)
+    return table(_rows(changes), numparse=False)
 
 
 # ---------------------------------------------------------------- CLI

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 
-GIB = 1024**3
 
 # NVML_NVLINK_VERSION_* are enum values, not generations (NVML_NVLINK_VERSION_4_0 == 6).
 # This table mirrors nvidia-ml-py 13's constants; constants found in the NVML module

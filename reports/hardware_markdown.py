@@ -7,13 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from tabulate import tabulate
-
-from .hardware import GIB, TOPOLOGY_LEVELS, is_unsupported
-
-def github(rows: Any, headers: Any = "keys") -> str:
-    """A github table; cells are already text, so '4.0' stays '4.0' (not the number 4)."""
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+from .hardware import TOPOLOGY_LEVELS, is_unsupported
+from .render import bytes_label, table
 
 
 def cell(value: Any, fmt: Callable[[Any], str] = str) -> str:
@@ -23,10 +18,6 @@ def cell(value: Any, fmt: Callable[[Any], str] = str) -> str:
     if value is None:
         return "n/a"
     return fmt(value)
-
-
-def gib(n: int) -> str:
-    return f"{n / GIB:.1f} GiB"
 
 
 def yes_no(flag: Any) -> str:
@@ -47,7 +38,7 @@ def host_table(hw: dict) -> str:
     rows = [
         ("CPU", host["cpu_model"]),
         ("logical cores", cores),
-        ("memory", cell(host["memory_bytes"], gib)),
+        ("memory", cell(host["memory_bytes"], bytes_label)),
         ("OS", host["os"]),
         ("Python", host["python"]),
         ("torch", t["torch"]),
@@ -55,7 +46,7 @@ def host_table(hw: dict) -> str:
         ("gloo", yes_no(t["gloo_available"])),
         ("NCCL", nccl),
     ]
-    return github(rows, ["host", ""])
+    return table(rows, ["host", ""], numparse=False)
 
 
 def pair(current: Any, maximum: Any, fmt: Callable[[Any], str] = str, sep: str = " / ") -> str:
@@ -70,7 +61,7 @@ def device_row(d: dict) -> dict:
         "torch": cell(d.get("torch_index")),
         "name": cell(d["name"]),
         "bus id": cell(d["pci_bus_id"]),
-        "memory used / total": pair(d["memory_used_bytes"], d["memory_total_bytes"], gib),
+        "memory used / total": pair(d["memory_used_bytes"], d["memory_total_bytes"], bytes_label),
         "SM MHz now / max": pair(d["sm_clock_mhz"], d["sm_clock_max_mhz"]),
         "mem MHz now / max": pair(d["memory_clock_mhz"], d["memory_clock_max_mhz"]),
         "power W / limit": pair(d["power_draw_w"], d["power_limit_w"], lambda w: f"{w:.0f}"),
@@ -82,7 +73,7 @@ def device_row(d: dict) -> dict:
 
 def devices_table(nvml: dict) -> str:
     rows = [device_row(d) for d in nvml["devices"]]
-    return github(rows)
+    return table(rows, numparse=False)
 
 
 def distinct(values: list[str]) -> str:
@@ -103,7 +94,7 @@ def nvlink_row(d: dict) -> dict:
 
 
 def nvlink_table(nvml: dict) -> str:
-    return github([nvlink_row(d) for d in nvml["devices"]])
+    return table([nvlink_row(d) for d in nvml["devices"]], numparse=False)
 
 
 def pair_cell(record: dict) -> str:
@@ -118,7 +109,7 @@ def pairs_matrix(nvml: dict) -> str:
     rows = [[f"GPU{a}"] + ["X" if a == b else pair_cell(by_pair[(a, b)]) for b in range(count)]
             for a in range(count)]
     legend = "; ".join(f"{name} = {meaning}" for name, meaning in TOPOLOGY_LEVELS.values())
-    return (github(rows, ["NVLink P2P / topology"] + [f"GPU{b}" for b in range(count)])
+    return (table(rows, ["NVLink P2P / topology"] + [f"GPU{b}" for b in range(count)], numparse=False)
             + f"\n\nTopology (closest common ancestor): {legend}.")
 
 
@@ -132,7 +123,7 @@ def traffic_table(delta: dict) -> str:
     if not rows:
         return "NVLink data moved during the measurement: no NVLink counter could be read."
     return (f"NVLink data moved during the measurement ({delta['seconds']:.1f} s; 'total' is NVML's sum "
-            f"over all links):\n\n" + github(rows))
+            f"over all links):\n\n" + table(rows, numparse=False))
 
 
 def gpu_sections(nvml: dict, nvlink_delta: dict | None) -> list[str]:
@@ -158,3 +149,18 @@ def hardware_markdown(hw: dict, nvlink_delta: dict | None = None) -> str:
     else:
         sections.extend(gpu_sections(nvml, nvlink_delta))
     return "\n\n".join(sections)
+
+
+def nodes_markdown(nodes: list[dict]) -> str:
+    """Every node the benchmarks ran on, with what changes NCCL's results: its version and NCCL_* settings."""
+    if not nodes:
+        return "No benchmark ranks ran."
+    rows = [{"node": n["node_rank"], "first rank": n["first_rank"], "local ranks": n["local_ranks"],
+             "host": n["host"]["hostname"], "CPU": n["host"]["cpu_model"],
+             "cores": cell(n["host"]["logical_cores"]), "memory": cell(n["host"]["memory_bytes"], bytes_label),
+             "devices": ", ".join(n["devices"]) or "none", "backend": n["backend"],
+             "NCCL": cell(n["nccl_version"]),
+             "NCCL_* set": ", ".join(f"{k}={v}" for k, v in n["nccl_env"].items()) or "none"}
+            for n in nodes]
+    return table(rows, numparse=False)
+

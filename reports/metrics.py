@@ -1,34 +1,29 @@
-"""Flattening a run's results into the ``metrics`` a nightly comparison reads (reports/schema.md)."""
+"""Flattening a run's results into the ``metrics`` a nightly comparison reads (reports/schema.md).
+
+Benchmarks declare their own metrics (``Benchmark.metrics``); the counts of
+the conformance and strength runs are exact and gated, except the number of
+passing tests, which grows as tests are added and is informative.
+"""
 
 from __future__ import annotations
 
-
-def _metric(value, unit: str, better: str) -> dict:
-    return {"value": value, "unit": unit, "better": better}
+from benchmarks import BENCHMARKS
+from benchmarks.registry import Metric
 
 
 def collect_metrics(results: dict) -> dict[str, dict]:
-    metrics: dict[str, dict] = {}
+    metrics: list[Metric] = []
     for r in results.get("conformance", []):
         key = f"conformance/{r['suite']}/{r['impl']}"
-        metrics[f"{key}/failed"] = _metric(r["failed"] + r["errors"], "tests", "lower")
-        metrics[f"{key}/passed"] = _metric(r["passed"], "tests", "higher")
-    for r in results.get("busbw", []):
-        key = f"busbw/{r['collective']}/{r['policy']}/{r['placement']}/{r['size_bytes']}"
-        metrics[key] = _metric(r["busbw_gbps"], "GB/s", "higher")
-        metrics[f"wrong/{r['collective']}/{r['policy']}/{r['placement']}/{r['size_bytes']}"] = _metric(
-            r["wrong"], "elements", "lower")
-    for collective, per_policy in results.get("busbw_average", {}).items():
-        for policy, value in per_policy.items():
-            metrics[f"busbw_avg/{collective}/{policy}"] = _metric(value, "GB/s", "higher")
-    for r in results.get("overlap", []):
-        if r.get("efficiency") is not None:
-            metrics[f"overlap/{r['impl']}/efficiency"] = _metric(r["efficiency"], "", "higher")
+        metrics.append(Metric(f"{key}/failed", "tests", "lower", True, count=r["failed"] + r["errors"]))
+        metrics.append(Metric(f"{key}/passed", "tests", "higher", False, count=r["passed"]))
     for r in results.get("strength", []):
-        metrics[f"strength/{r['broken']}/caught"] = _metric(int(r["caught"]), "", "higher")
-    step = results.get("step_time") or {}
-    if "ratio_median" in step:
-        metrics["step_time/ratio_median"] = _metric(step["ratio_median"], "x", "lower")
-    for r in results.get("shard_cache", []) + results.get("planning", []):
-        metrics[f"time/{r['name']}"] = _metric(r["median_ms"], "ms", "lower")
-    return metrics
+        metrics.append(Metric(f"strength/{r['broken']}/caught", "", "higher", True, count=int(r["caught"])))
+    for benchmark in BENCHMARKS:
+        metrics += benchmark.metrics(benchmark.records_of(results))
+    out: dict[str, dict] = {}
+    for metric in metrics:
+        if metric.key in out:
+            raise ValueError(f"metric {metric.key!r}: got it twice, but every key should be unique")
+        out[metric.key] = metric.to_json()
+    return out

@@ -30,14 +30,6 @@ SEED_CLAIMS = {
 }
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 def overhead_row(model: str, dp: int, policy: str, bucket_size: int = SEED_BUCKET_SIZE) -> dict:
     """One rank's buffers; a mixture-of-experts model's expert buffers are planned for dp / ep."""
     ep = EXPERT_PARALLEL.get(model, 1)
@@ -76,7 +68,7 @@ def overhead_table(models: Sequence[str] = MODELS, dps: Sequence[int] = DPS,
 
 
 def render_markdown(rows: list[dict]) -> str:
-    from tabulate import tabulate
+    from .render import bytes_label, table
 
     shown = [
         {
@@ -85,13 +77,13 @@ def render_markdown(rows: list[dict]) -> str:
             "of it in expert buffers": f"{r['expert_padding_elements']:,}" if r["ep"] > 1 else "",
             "padding %": f"{r['padding_pct']:.4f}",
             "avg end pad / bucket %": f"{r['avg_bucket_end_padding_pct']:.4f}",
-            "padding (bf16)": human_bytes(r["padding_bytes_bf16"]),
+            "padding (bf16)": bytes_label(r["padding_bytes_bf16"]),
             "shards % 2**16 == 0": r["shards_2**16_aligned"],
             "seed claims (avg, total)": ", ".join(x for x in (r["seed_claim_avg_per_bucket"], r["seed_claim_total"]) if x),
         }
         for r in rows
     ]
-    return tabulate(shown, headers="keys", tablefmt="github")
+    return table(shown, numparse=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,9 @@
-"""PNG plots of a report run: bus bandwidth per collective and backward/communication overlap.
+"""PNG plots of a report run: bus bandwidth, overlap and timelines, and the shared drawing helpers.
 
 Drawn on matplotlib's Agg canvas directly (no pyplot, no display, no global
 backend switch), into a directory the caller later renames into place.
+Figures are drawn at their median with the 95% interval of the median as an
+error bar or band.
 """
 
 from __future__ import annotations
@@ -10,153 +12,139 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Iterable
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure as Canvas
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-OVERLAP_BARS = (("compute_ms", "compute"), ("overlap_ms", "compute + comm, overlapped"),
+from benchmarks.stats import Figure
+
+from .render import bytes_label
+
+OVERLAP_BARS = (("compute_ms", "compute only"), ("overlap_ms", "compute + comm, overlapped"),
                 ("serial_ms", "compute + comm, serial"))
-BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
-def new_figure(width: float = 8.0, height: float = 5.0) -> Figure:
-    fig = Figure(figsize=(width, height), dpi=100)
+def new_figure(width: float = 8.0, height: float = 5.0) -> Canvas:
+    fig = Canvas(figsize=(width, height), dpi=100)
     FigureCanvasAgg(fig)
     return fig
 
 
-def save(fig: Figure, path: Path) -> Path:
+def save(fig: Canvas, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, format="png", bbox_inches="tight")
     return path
 
 
-def size_label(size_bytes: float, _pos=None) -> str:
-    """Powers of two read better as 1 MiB than as 1048576."""
-    value, unit = float(size_bytes), 0
-    while value >= 1024 and unit < len(BINARY_UNITS) - 1:
-        value, unit = value / 1024, unit + 1
-    return f"{value:g} {BINARY_UNITS[unit]}"
+def file_safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
 
 
-def _distinct(records: Iterable[dict], field: str) -> list:
-    return sorted({r[field] for r in records if r.get(field) is not None}, key=str)
+def _median_and_error(data: dict | None) -> tuple[float, list[float]]:
+    """The median and its (below, above) distance to the interval's ends (0 when there is none)."""
+    if not data:
+        return math.nan, [0.0, 0.0]
+    figure = Figure.from_json(data)
+    interval = figure.interval or (figure.median, figure.median)
+    return figure.median, [figure.median - interval[0], interval[1] - figure.median]
 
 
 def _title(subject: str, records: list[dict]) -> str:
-    parts = [subject]
-    world = _distinct(records, "world_size")
-    if world:
-        parts.append("world size " + "/".join(map(str, world)))
-    backend = _distinct(records, "backend")
-    if backend:
-        parts.append("/".join(backend))
-    return ", ".join(parts)
-
-
-def _series(records: list[dict]) -> dict[str, list[dict]]:
-    """One line per (policy, placement); world size joins the label only when runs mixed several."""
-    several_worlds = len(_distinct(records, "world_size")) > 1
-    lines: dict[str, list[dict]] = defaultdict(list)
-    for r in records:
-        label = f"{r.get('policy', '?')}, {r.get('placement', '?')}"
-        if several_worlds:
-            label += f", world {r.get('world_size')}"
-        lines[label].append(r)
-    return {label: sorted(rows, key=bucket_bytes) for label, rows in sorted(lines.items())}
-
-
-def bucket_bytes(record: dict) -> int:
-    """The bucket's size before padding, so every policy is plotted at the same x."""
-    if "requested_count" in record:
-        return record["requested_count"] * record["size_bytes"] // record["count"]
-    return record["size_bytes"]
+    worlds = sorted({r.get("world_size") for r in records if r.get("world_size")})
+    backends = sorted({r.get("backend") for r in records if r.get("backend")})
+    return ", ".join([subject] + [f"world size {'/'.join(map(str, worlds))}"] * bool(worlds) + ["/".join(backends)] * bool(backends))
 
 
 def _plot_collective(collective: str, records: list[dict], path: Path) -> Path:
+    """Effective busbw (the payload's) over the bucket's size before padding; raw busbw dashed and faint."""
     fig = new_figure()
     ax = fig.add_subplot()
-    for label, rows in _series(records).items():
-        ax.plot([bucket_bytes(r) for r in rows], [r["busbw_gbps"] for r in rows], marker="o", label=label)
+    lines: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in records:
+        lines[(r["policy"], r["placement"])].append(r)
+    for (policy, placement), rows in sorted(lines.items()):
+        rows.sort(key=lambda r: r["requested_count"])
+        xs = [r["requested_count"] * r["size_bytes"] // r["count"] for r in rows]
+        medians, errors = zip(*(_median_and_error(r["effective_busbw_gbps"]) for r in rows))
+        drawn = ax.errorbar(xs, medians, yerr=list(zip(*errors)), marker="o", capsize=3,
+                            label=f"{policy}, {placement}")
+        if policy != "unpadded":
+            raw = [_median_and_error(r["busbw_gbps"])[0] for r in rows]
+            ax.plot(xs, raw, linestyle="--", alpha=0.35, color=drawn.lines[0].get_color())
     wrong = [r for r in records if r.get("wrong")]
     if wrong:  # a fast wrong answer is not a result: mark it where it would be read
-        ax.scatter([bucket_bytes(r) for r in wrong], [r["busbw_gbps"] for r in wrong],
+        ax.scatter([r["requested_count"] * r["size_bytes"] // r["count"] for r in wrong],
+                   [_median_and_error(r["effective_busbw_gbps"])[0] for r in wrong],
                    marker="x", s=80, color="red", zorder=3, label="wrong results")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=2))
-    ax.xaxis.set_major_formatter(FuncFormatter(size_label))
-    ax.set_xlabel("bucket size before padding (bytes, log2)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.xaxis.set_major_formatter(FuncFormatter(bytes_label))
+    ax.set_xlabel("bucket size before padding (log2)")
+    ax.set_ylabel("effective bus bandwidth (GB/s): the bucket's own bytes")
     ax.set_ylim(bottom=0)
-    ax.set_title(_title(f"{collective}: bus bandwidth", records))
+    ax.set_title(_title(f"{collective}: what padding buys the payload (dashed: raw busbw)", records))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small")
     return save(fig, path)
 
 
-def plot_busbw(busbw_records: list[dict], path) -> list[Path]:
-    """One PNG per collective (``busbw_<collective>.png`` in directory ``path``); none for no records."""
+def plot_busbw(records: list[dict], out) -> list[Path]:
+    """One PNG per collective (``busbw_<collective>.png`` in directory ``out``); none for no records."""
     by_collective: dict[str, list[dict]] = defaultdict(list)
-    for r in busbw_records:
-        by_collective[r.get("collective", "unknown")].append(r)
-    out = Path(path)
-    return [_plot_collective(name, rows, out / f"busbw_{_file_safe(name)}.png")
+    for r in records:
+        by_collective[r["collective"]].append(r)
+    return [_plot_collective(name, rows, Path(out) / f"busbw_{file_safe(name)}.png")
             for name, rows in sorted(by_collective.items())]
 
 
-def _file_safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
-
-
-def _number(value) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
-def _efficiency_text(value) -> str:
-    number = _number(value)
-    return "efficiency n/a" if math.isnan(number) else f"efficiency {number:.2f}"
-
-
-def plot_overlap(overlap_records: list[dict], path) -> Path | None:
-    """Grouped bars per implementation (``overlap.png`` in directory ``path``); None for no records."""
-    if not overlap_records:
+def plot_overlap(records: list[dict], out) -> Path | None:
+    """Grouped bars per (mode, implementation) with intervals and the efficiency (``overlap.png``)."""
+    if not records:
         return None
-    fig = new_figure(max(5.0, 2.2 * len(overlap_records) + 2), 5.0)
+    fig = new_figure(max(6.0, 1.6 * len(records) + 2), 5.0)
     ax = fig.add_subplot()
     width = 0.8 / len(OVERLAP_BARS)
     for i, (field, label) in enumerate(OVERLAP_BARS):
-        xs = [g + (i - 1) * width for g in range(len(overlap_records))]
-        ax.bar(xs, [_number(r.get(field)) for r in overlap_records], width, label=label)
-    for g, r in enumerate(overlap_records):
-        heights = [h for h in (_number(r.get(f)) for f, _ in OVERLAP_BARS) if not math.isnan(h)]
-        ax.annotate(_efficiency_text(r.get("efficiency")), (g, max(heights, default=0.0)),
-                    xytext=(0, 4), textcoords="offset points", ha="center", va="bottom")
-    ax.set_xticks(range(len(overlap_records)), [str(r.get("impl", "?")) for r in overlap_records])
-    ax.set_ylabel("time (ms)")
-    ax.set_title(_title("backward with gradient sync: overlap", overlap_records))
-    ax.margins(y=0.1)
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=len(OVERLAP_BARS))
-    return save(fig, Path(path) / "overlap.png")
+        medians, errors = zip(*(_median_and_error(r.get(field)) for r in records))
+        ax.bar([g + (i - 1) * width for g in range(len(records))], medians, width,
+               yerr=list(zip(*errors)), capsize=3, label=label)
+    for g, r in enumerate(records):
+        efficiency, _ = _median_and_error(r.get("efficiency"))
+        top = max(_median_and_error(r.get(f))[0] for f, _ in OVERLAP_BARS)
+        text = "efficiency n/a" if math.isnan(efficiency) else f"eff. {efficiency:.2f}\n(ideal {r['ideal']:.2f})"
+        ax.annotate(text, (g, top), xytext=(0, 4), textcoords="offset points", ha="center", va="bottom",
+                    fontsize="small")
+    ax.set_xticks(range(len(records)), [f"{r['impl']}\n{r['mode']}" for r in records])
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(_title("backward with gradient sync: overlap", records))
+    ax.margins(y=0.2)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=len(OVERLAP_BARS))
+    return save(fig, Path(out) / "overlap.png")
 
 
-def _with_run_context(records: list[dict], run: dict) -> list[dict]:
-    """Records may lack the run's backend and world size; the titles should name them."""
-    context = {k: run[k] for k in ("backend", "world_size") if run.get(k) is not None}
-    return [{**context, **r} for r in records]
-
-
-def render_plots(results: dict, out_dir) -> list[str]:
-    """Draw whatever ``results`` holds; file names relative to ``out_dir``, none for empty records."""
-    out = Path(out_dir)
-    written: list[Path] = []
-    run = results.get("run") or {}
-    busbw = results.get("busbw") or []
-    if busbw:
-        written += plot_busbw(_with_run_context(busbw, run), out)
-    overlap = plot_overlap(_with_run_context(results.get("overlap") or [], run), out)
-    if overlap is not None:
-        written.append(overlap)
-    return [p.relative_to(out).as_posix() for p in written]
+def plot_timeline(record: dict, out) -> Path:
+    """One overlapped step, Holistic Trace Analysis style: backward spans per layer above, collectives below."""
+    timeline = record["timeline"]
+    fig = new_figure(10.0, 3.2)
+    ax = fig.add_subplot()
+    for span in timeline["layers"]:
+        end = span["end_ms"] if span["end_ms"] is not None else timeline["backward_end_ms"]
+        ax.broken_barh([(span["start_ms"], end - span["start_ms"])], (1.1, 0.8), color="tab:blue", alpha=0.8)
+        ax.text((span["start_ms"] + end) / 2, 1.5, f"L{span['layer']}", ha="center", va="center",
+                fontsize="x-small", color="white")
+    for span in timeline["collectives"]:
+        known = span["end_ms"] is not None
+        end = span["end_ms"] if known else span["start_ms"] + 0.2
+        ax.broken_barh([(span["start_ms"], end - span["start_ms"])], (0.1, 0.8),
+                       color="tab:orange" if known else "tab:gray", alpha=0.8)
+    ax.axvline(timeline["backward_end_ms"], color="black", linestyle=":", label="backward returns")
+    ax.axvline(timeline["step_end_ms"], color="red", linestyle="--", label="gradient sync done")
+    ax.set_yticks([0.5, 1.5], ["collectives\n(launch to done)", "backward\nper layer"])
+    ax.set_xlabel("ms since the step began")
+    ax.set_title(f"{record['impl']}: one overlapped step ({record['mode']} compute); orange hidden under blue is "
+                 "hidden communication; grey: completion not observable")
+    ax.legend(fontsize="small", loc="upper right")
+    ax.grid(True, axis="x", alpha=0.3)
+    return save(fig, Path(out) / f"timeline_{file_safe(record['impl'])}.png")

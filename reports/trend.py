@@ -112,9 +112,9 @@ def trend_markdown(all_series: Sequence[Series], runs: Sequence[str]) -> str:
     if not all_series:
         return (f"{len(runs)} readable run(s), none of them marking gated metrics "
                 "(runs written before schema 2 mark none).")
-    from tabulate import tabulate
+    from .render import table
 
-    text = (f"{len(runs)} runs, {runs[0]} to {runs[-1]}; each cell is the median [95% interval]. "
+    text = (f"{len(runs)} run(s), {runs[0]} to {runs[-1]}; each cell is the median [95% interval]. "
             "A step is the first run at which asv's step detection puts a level change beyond the "
             "threshold.\n\n")
     rows = []
@@ -124,17 +124,17 @@ def trend_markdown(all_series: Sequence[Series], runs: Sequence[str]) -> str:
         moved = f"{step[1]} at {step[0]} ({step[2]:+.3g}{'' if s.absolute else ' rel.'})" if step else "none"
         rows.append({"metric": s.key, "unit": s.unit, "better": s.better, "step": moved,
                      **{run: _cell(by_run.get(run)) for run in runs}})
-    return text + tabulate(rows, headers="keys", tablefmt="github", disable_numparse=True)
+    return text + table(rows, numparse=False)
 
 
 def plot_trend(all_series: Sequence[Series], out_dir) -> list[Path]:
-    """One PNG per metric: medians over runs with the interval band and the step, if any."""
+    """One PNG per sampled metric: medians over runs with the interval band and the step, if any."""
     from .plots import new_figure, save
 
     written = []
     for s in all_series:
-        if not s.points:
-            continue
+        if not any(p.interval for p in s.points):
+            continue  # counts and one-sample figures: the table says all there is
         fig = new_figure(max(6.0, 0.6 * len(s.points) + 3), 4.0)
         ax = fig.add_subplot()
         xs = list(range(len(s.points)))

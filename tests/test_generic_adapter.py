@@ -30,12 +30,13 @@ def test_a_factory_provides_the_ddp_level_only():
 def test_worked_example_and_torch_ddp_factory_pass_the_ddp_checks(spec):
     proc = run_pytest(*CHECKS, "--impl", spec)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    # grad sync + training for 6 packed fp32 cases (and grad sync for 2 clip cases), no_sync, overlap.
-    assert "16 passed" in proc.stdout, proc.stdout[-800:]
+    # grad sync + training for 6 packed fp32 cases (and grad sync for 2 clip cases), 2 no_sync checks, overlap.
+    assert "17 passed" in proc.stdout, proc.stdout[-800:]
 
 
 def test_a_wrapper_that_forgets_to_average_is_caught():
     proc = run_pytest(*CHECKS, "--impl", "wrap:tests.fakes.unaveraged_hooks:factory")
     assert proc.returncode == 1, proc.stdout[-3000:]
-    # Every grad and training comparison fails; no_sync (local grads) and overlap (launch order) cannot see it.
-    assert "14 failed, 2 passed" in proc.stdout, proc.stdout[-800:]
+    # Every grad and training comparison fails; no_sync (local grads, no reduction inside) and overlap
+    # (launch order) cannot see it.
+    assert "14 failed, 3 passed" in proc.stdout, proc.stdout[-800:]

@@ -299,7 +299,7 @@ def test_markdown_with_gpus_shows_unsupported_fields():
     assert "No NVIDIA GPU" not in text
     assert "NVIDIA driver 550.54.15, CUDA driver 12.4" in text
     for needle in ("Fake H100 0", "00000000:19:00.0", "n/a (NotSupported) / 700", "n/a (NoPermission)",
-                   "1755 / n/a (FunctionNotFound)", "5 x16 (5 x16)", "1.0 GiB / 80.0 GiB",
+                   "1755 / n/a (FunctionNotFound)", "5 x16 (5 x16)", "1 GiB / 80 GiB",
                    "4 of 18 answering", "18 (InvalidArgument)", "| 6 ", "| 4.0 ",
                    "OK / NODE", "OK / n/a (NoPermission)", "2,097,152 KiB (2.00 GiB)"):
         assert needle in text, f"{needle!r} missing from:\n{text}"

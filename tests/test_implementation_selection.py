@@ -52,10 +52,10 @@ def test_inexpressible_configuration_is_skipped_at_collection_with_its_reason():
     assert proc.returncode == 0, proc.stdout[-2000:]
     for reason in ("'padded' policy", "'high-busbw' policy", "'shard-aligned' policy"):
         assert f"the fake knows no {reason}" in proc.stdout, f"skip reasons: got {proc.stdout[-1500:]}"
-    assert "test_no_sync.py:52: the fake knows no 'padded' policy" in proc.stdout, proc.stdout[-1500:]
-    # 28 packed matrix rows pass; 28 padded rows, 6 seed cases and both no_sync cases skip
-    # (the packed one because world size 1 has no peers).
-    assert "28 passed, 36 skipped" in proc.stdout, proc.stdout[-600:]
+    assert "test_no_sync.py:75: the fake knows no 'padded' policy" in proc.stdout, proc.stdout[-1500:]
+    # 28 packed matrix rows and the packed no-reduction check pass; 28 padded rows, 6 seed cases, the
+    # padded no_sync cases and the packed local-grad case (world size 1 has no peers) skip.
+    assert "29 passed, 37 skipped" in proc.stdout, proc.stdout[-600:]
 
 
 def test_requires_names_only_known_levels(tmp_path):

@@ -13,10 +13,11 @@ from typing import NamedTuple
 
 import pytest
 
-from suites.multigpu.harness.address import address_of
-from suites.multigpu.harness.outcome import Outcome, settle
-from suites.multigpu.harness.pool import PoolError, WorkerPool
-from suites.multigpu.harness.settings import Settings, settings_from
+from ranks.address import address_of
+from ranks.outcome import Outcome, settle
+from ranks.pool import PoolError, WorkerPool
+from ranks.settings import Settings
+from suites.multigpu.harness.settings import settings_from
 
 from .pytest_run import ROOT, run_pytest
 

@@ -40,13 +40,19 @@ def test_report_smoke_end_to_end(tmp_path):
     report = (run / "report.md").read_text()
     results = json.loads((run / "results.json").read_text())
     assert "| suites/layout/test_golden.py | reference" in report, report[:1500]
-    for section in ("## Hardware", "## Bus bandwidth: all_reduce", "## Overlap efficiency", "## Step time",
-                    "## Padding overhead", "seed claims"):
+    for section in ("## Hardware", "## Bus bandwidth: padded and unpadded buckets", "### all_reduce",
+                    "## Overlap of gradient communication", "### Emulated compute", "## Step time",
+                    "## The design notes' claims, checked", "## Trend over the runs", "## Padding overhead",
+                    "seed claims"):
         assert section in report, f"report section {section!r}: got missing, but should be there"
     records = results["busbw"]
     assert {r["collective"] for r in records} == {"all_reduce", "reduce_scatter", "all_gather"}
     assert {r["policy"] for r in records} == {"unpadded", "padded", "high-busbw", "shard-aligned"}
     assert sum(r["wrong"] for r in records) == 0, [r for r in records if r["wrong"]]
-    assert results["schema"] == 1 and results["metrics"], "results.json should carry schema 1 and metrics"
+    assert results["schema"] == 2 and results["metrics"], "results.json should carry schema 2 and metrics"
+    assert [n["node_rank"] for n in results["nodes"]] == [0], results["nodes"]
+    timeline = next(r["timeline"] for r in results["overlap"] if r["mode"] == "emulated")
+    assert len(timeline["layers"]) == 3 and timeline["collectives"], timeline
+    assert "timeline_reference.png" in results["plots"]
     for plot in results["plots"]:
         assert (run / plot).read_bytes().startswith(b"\x89PNG"), plot

@@ -28,7 +28,7 @@ def test_one_run_gives_one_point_and_no_step(tmp_path):
     runs = readable_runs(tmp_path)
     [series] = trend(runs)
     assert series.key == KEY and len(series.points) == 1 and series.step() is None
-    assert "1 runs, r1 to r1" in trend_markdown([series], ["r1"])
+    assert "1 run(s), r1 to r1" in trend_markdown([series], ["r1"])
 
 
 def test_the_first_run_of_a_lasting_move_is_named(tmp_path):

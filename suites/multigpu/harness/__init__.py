@@ -17,7 +17,8 @@ the session and the check runs in-process; under plain ``pytest`` the parent
 runs it in a pool of ``--world-size`` spawned ranks (see ``plugin``).
 """
 
-from .context import RankContext, requires_peers
-from .ranks import Ranks
+from ranks.context import RankContext, requires_peers
+
+from .fixture import Ranks
 
 __all__ = ["RankContext", "Ranks", "requires_peers"]

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from .address import Address
-from .groups import pick_backend
-from .outcome import Outcome
-from .pool import PoolError, WorkerPool
-from .rewrite import rewritten_modules
-from .settings import Settings
-from .worker import Task
+from ranks.address import Address
+from ranks.groups import pick_backend
+from ranks.outcome import Outcome
+from ranks.pool import PoolError, WorkerPool
+from ranks.rewrite import rewritten_modules
+from ranks.settings import Settings
+from ranks.worker import Task
 
 
 class PlainLauncher:

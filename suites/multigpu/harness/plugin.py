@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from ranks.settings import Settings
+
+from .fixture import Launcher, Ranks
 from .plain import PlainLauncher
-from .ranks import Launcher, Ranks
-from .settings import Settings, add_options, settings_from
+from .settings import add_options, settings_from
 from .silence import log_dir, silence
 from .torchrun import TorchrunLauncher
 

@@ -8,43 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import timedelta
 
 import pytest
 
-WORLD_SIZE_ENV = "DDPC_WORLD_SIZE"
-DEFAULT_WORLD_SIZE = 2
-TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
-
-
-@dataclass(frozen=True)
-class Settings:
-    mode: str
-    """``"torchrun"``: this process is one rank; ``"plain"``: this process drives a worker pool."""
-    world_size: int
-    pg_timeout: float
-    """Seconds a collective waits for its peers (the process group's timeout)."""
-    rank_timeout: float
-    """Seconds the harness waits for every rank to finish one check; larger than ``pg_timeout``."""
-    impl_spec: str
-
-    @property
-    def pg_timedelta(self) -> timedelta:
-        return timedelta(seconds=self.pg_timeout)
-
-    @property
-    def rank_timedelta(self) -> timedelta:
-        return timedelta(seconds=self.rank_timeout)
-
-    @property
-    def startup_timedelta(self) -> timedelta:
-        """How long ranks wait for each other to start: imports and collection may take a while."""
-        return timedelta(seconds=max(self.rank_timeout, 60.0))
-
-
-def launched_by_torchrun(environ: Mapping[str, str] = os.environ) -> bool:
-    return all(name in environ for name in TORCHRUN_ENV)
+from ranks.settings import DEFAULT_WORLD_SIZE, WORLD_SIZE_ENV, Settings, launched_by_torchrun
 
 
 def add_options(parser: pytest.Parser) -> None:

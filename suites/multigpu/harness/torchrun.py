@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
-from .address import Address
-from .context import RankContext
-from .groups import join, leave, pick_backend, torchrun_store
-from .outcome import Outcome, call_check
-from .settings import Settings
+from ranks.address import Address
+from ranks.context import RankContext
+from ranks.groups import join, leave, pick_backend, torchrun_store
+from ranks.outcome import Outcome, call_check
+from ranks.settings import Settings
 
 
 class TorchrunLauncher:

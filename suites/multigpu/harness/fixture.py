@@ -10,8 +10,8 @@ import pickle
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .address import Address, address_of
-from .outcome import Outcome, settle
+from ranks.address import Address, address_of
+from ranks.outcome import Outcome, settle
 
 
 class Launcher(Protocol):

@@ -41,13 +41,13 @@ def main(
 ) -> None:
     _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
-    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["OMP_NUM_THREADS"] = str(settings.threads)
     import torch
     import torch.distributed as dist
 
     from .groups import join, leave
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(settings.threads)
     rewrite_on_import(rewrite)
     try:
         store = dist.FileStore(store_path, settings.world_size)

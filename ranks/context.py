@@ -38,6 +38,13 @@ class RankContext:
     timeout: timedelta
     """How long a collective on ``group`` waits for the other ranks before it fails."""
 
+    def sync(self) -> None:
+        """Wait for queued device work, so that a timer measures the work, not its launch."""
+        if self.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
     def __repr__(self) -> str:  # short: assertion messages quote it
         return (
             f"RankContext(rank {self.rank} of {self.world_size}, {self.backend}, {self.device}, "

@@ -1,0 +1,100 @@
+"""One shape for every benchmark: what it measures, which metrics it gives, how the report shows it.
+
+A ``Benchmark`` is one registered unit. It declares its records (one
+``Record`` per row, with every field described, from which reports/schema.md
+is generated), how to run (on every rank, or once in the report's process),
+which metrics it contributes to the nightly comparison (each gated or
+informative, with its direction), its markdown section and its plots.
+Adding a benchmark is adding one module that defines one ``Benchmark`` and
+naming it in ``benchmarks/__init__.py``'s list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .stats import Figure
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure a nightly comparison reads: ``figure`` holds its samples, or it is an exact count."""
+
+    key: str
+    unit: str
+    better: str
+    gated: bool
+    figure: Figure | None = None
+    count: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.figure is None) == (self.count is None):
+            raise ValueError(f"metric {self.key!r}: got figure={self.figure!r} and count={self.count!r}, "
+                             "but should have exactly one of them")
+
+    @property
+    def value(self) -> float:
+        return self.figure.median if self.figure is not None else float(self.count)
+
+    def to_json(self) -> dict:
+        data = {"value": self.value, "unit": self.unit, "better": self.better, "gated": self.gated,
+                "exact": self.figure is None}
+        if self.figure is not None:
+            data["figure"] = self.figure.to_json()
+        return data
+
+
+@dataclass(frozen=True)
+class Record:
+    """The fields of one record of a benchmark, each with what it means (for reports/schema.md)."""
+
+    fields: dict[str, str]
+
+    def check(self, benchmark: str, rows: Sequence[dict]) -> None:
+        """Every row has exactly the declared fields: what is written is what the schema says."""
+        for i, row in enumerate(rows):
+            got, want = set(row), set(self.fields)
+            if got != want:
+                raise ValueError(f"{benchmark} record {i}: got fields {sorted(got)}, but should be "
+                                 f"{sorted(want)} (missing {sorted(want - got)}, extra {sorted(got - want)})")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    """The key of its records in results.json."""
+    title: str
+    """The heading of its report section."""
+    record: Record
+    run: Callable[..., list[dict]]
+    """``run(ctx, settings)`` on every rank (``on_ranks``), or ``run(settings)`` once: the records."""
+    metrics: Callable[[list[dict]], list[Metric]]
+    markdown: Callable[[list[dict]], str]
+    on_ranks: bool = True
+    plots: Callable[[list[dict], Path], list[Path]] = field(default=lambda records, out: [])
+    summary: str = ""
+    """One paragraph for the report: what is measured, how, and what to read from it."""
+
+    def records_of(self, results: dict) -> list[dict]:
+        return results.get(self.name) or []
+
+
+def sampled(key: str, samples, unit: str, better: str, gated: bool, spread_kind: str = "relative") -> Metric:
+    return Metric(key, unit, better, gated, figure=Figure.of(samples, unit, better, spread_kind))
+
+
+def figure_of(record: dict, name: str) -> Figure:
+    """A figure stored in a record by ``Figure.to_json``."""
+    return Figure.from_json(record[name])
+
+
+def cell(record: dict, name: str) -> str:
+    from .stats import describe
+
+    return describe(figure_of(record, name))
+
+
+def figures_json(**figures: Figure) -> dict[str, Any]:
+    return {name: f.to_json() for name, f in figures.items()}

@@ -1,0 +1,25 @@
+"""One timed sample on every rank: the slowest rank's seconds, the same number on every rank."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def timed(ctx, op, calls: int = 1) -> float:
+    """Seconds per call of ``calls`` back-to-back calls of ``op``, started together, the slowest rank's mean.
+
+    Ranks start after a barrier; queued device work is waited for on both
+    sides, so the timer measures the work and not its launch.
+    """
+    ctx.sync()
+    dist.barrier(group=ctx.group)
+    start = time.perf_counter()
+    for _ in range(calls):
+        op()
+    ctx.sync()
+    elapsed = torch.tensor([(time.perf_counter() - start) / calls], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=ctx.group)
+    return float(elapsed.item())

@@ -1,0 +1,44 @@
+"""How ranks are started and how long they wait for each other: one value shared by both launch modes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+WORLD_SIZE_ENV = "DDPC_WORLD_SIZE"
+DEFAULT_WORLD_SIZE = 2
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    """``"torchrun"``: this process is one rank; ``"plain"``: this process drives a worker pool."""
+    world_size: int
+    pg_timeout: float
+    """Seconds a collective waits for its peers (the process group's timeout)."""
+    rank_timeout: float
+    """Seconds the harness waits for every rank to finish one check; larger than ``pg_timeout``."""
+    impl_spec: str
+    """The ``--impl`` string, handed to every rank's ``RankContext``."""
+    threads: int = 1
+    """torch's intra-op threads per spawned rank (the suites' ranks use one; benchmarks may use more)."""
+
+    @property
+    def pg_timedelta(self) -> timedelta:
+        return timedelta(seconds=self.pg_timeout)
+
+    @property
+    def rank_timedelta(self) -> timedelta:
+        return timedelta(seconds=self.rank_timeout)
+
+    @property
+    def startup_timedelta(self) -> timedelta:
+        """How long ranks wait for each other to start: imports and collection may take a while."""
+        return timedelta(seconds=max(self.rank_timeout, 60.0))
+
+
+def launched_by_torchrun(environ: Mapping[str, str] = os.environ) -> bool:
+    return all(name in environ for name in TORCHRUN_ENV)
