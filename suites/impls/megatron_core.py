@@ -1,33 +1,35 @@
-"""Adapter for megatron-core's ``_ParamAndGradBuffer`` (the optional ``megatron`` extra).
+"""Adapter for megatron-core (the optional peer, ``--impl megatron``), version 0.16.1.
 
-megatron-core 0.16.1 (what pip resolves on Python 3.11) computes the layout
-inside ``_ParamAndGradBuffer.__init__`` and allocates on
-``torch.cuda.current_device()``. On a machine without CUDA we build it with
-``current_device`` patched to the device we want ("meta" for planning, so
-nothing is allocated) and its per-stage logging helper patched out; a fake
-group that answers ``size()`` and ``rank()`` stands in for the data-parallel
-group, so any dp can be planned in one process.
+megatron-core 0.16.1 is what pip resolves on Python 3.11. Every level runs
+upstream's own code; ``suites/impls/megatron_cpu.py`` holds the five runtime
+patches it needs on a CPU, each named by the line it works around.
 
-Real differences from the reference, recorded rather than hidden:
+``layout``, ``buffer``
+    upstream's ``_ParamAndGradBuffer``, built per (expert parallel, param
+    dtype, grad dtype) as upstream's DDP groups them, with a fake group that
+    answers ``size()`` and ``rank()``, so any dp can be planned in one
+    process ("meta" tensors: nothing is allocated).
+``ddp``, ``expert``
+    upstream's ``DistributedDataParallel`` on the given (gloo or NCCL) group;
+    expert params (``allreduce = False``) are reduced over ``expert_group``,
+    and the expert-parallel group is derived from the expert groups of all
+    ranks. Tensor, pipeline and context parallelism are singletons.
+``optimizer``
+    upstream's ``get_megatron_optimizer``: a ``DistributedOptimizer`` (or,
+    for the packed policy, its fp32/bf16 optimizer) around the torch
+    optimizer the suite asks for, with upstream's L2 clipping and zero
+    counting; upstream's ``finalize_model_grads`` with ``num_tokens``.
 
-* upstream groups params by dtype in its DDP wrapper, not in the buffer; this
-  adapter groups them the same way ((param dtype, grad dtype) in first-seen
-  order), so the dtype-grouping test would test the adapter and is skipped in
-  ``fixtures/expectations/megatron.toml``;
+Real differences, recorded rather than hidden (docs/peers.md):
+
+* upstream groups params by dtype in its DDP wrapper, not in the buffer; the
+  layout adapter groups them the same way, so the dtype-grouping test would
+  test the adapter and is skipped in ``fixtures/expectations/megatron.toml``;
 * it fills its shard cache only inside ``start_grad_sync`` and
-  ``start_param_sync``, which issue collectives, so this adapter does not
-  claim the ``shards`` level here;
-* it validates with bare ``assert`` statements, so it does not claim the
-  ``validation`` level;
-* there is no ``shard-aligned`` policy upstream, and bucket groups are
-  formed by upstream's own rule (one bucket each), not ``buckets_per_group``.
-
-At the ``ddp`` level the adapter builds upstream's own
-``DistributedDataParallel`` on the given (gloo or NCCL) group, with singleton
-groups for tensor/pipeline/expert parallelism. Its distributed optimizer needs
-far more set-up (optimizer config, Apex/TE fallbacks), so the ``optimizer``
-level is not claimed: the suite steps a plain torch optimizer on
-``main_grad`` for packed configurations and skips the rest with the reason.
+  ``start_param_sync``, which issue collectives: no ``shards`` level;
+* it validates with bare ``assert`` statements: no ``validation`` level;
+* no ``shard-aligned`` policy, bucket groups by its own rule (not
+  ``buckets_per_group``).
 """
 
 from __future__ import annotations
@@ -37,12 +39,13 @@ import importlib.metadata
 import logging
 from types import SimpleNamespace
 from typing import Iterator
-from unittest import mock
 
 import torch
+import torch.distributed as dist
 
-from reference.layout import LayoutConfig, LayoutRecord
+from reference.layout import LayoutConfig, LayoutRecord, is_expert_parallel
 
+from . import megatron_cpu
 from .forwarding import ForwardingDDP
 from .protocol import NamedParams
 
@@ -69,13 +72,7 @@ class FakeGroup:
 class MegatronBuffer:
     """A built ``_ParamAndGradBuffer`` with the names the suites use."""
 
-    def owned_range(self, bucket_id: int, rank: int) -> tuple[int, int]:
-        """Upstream reduce-scatters bucket ``b`` into ``shard_buffer(b, dp)[rank]``: the rank-th slice."""
-        start, end = self.layout.bucket_indices[bucket_id]
-        shard = (end - start) // self.raw.data_parallel_world_size
-        return start + rank * shard, start + (rank + 1) * shard
-
-    def __init__(self, buffer, names: dict) -> None:
+    def __init__(self, buffer, names: dict, expert: bool) -> None:
         self.raw = buffer
         self.grad_data = buffer.grad_data
         self.param_data = buffer.param_data
@@ -89,12 +86,101 @@ class MegatronBuffer:
             bucket_indices=tuple(tuple(b) for b in buffer.bucket_indices),
             per_bucket_numel_unpadded=tuple(b.numel_unpadded for b in buffer.buckets),
             param_index_map={names[p]: tuple(v) for p, v in buffer.param_index_map.items()},
+            expert_parallel=expert,
         )
+
+    def owned_range(self, bucket_id: int, rank: int) -> tuple[int, int]:
+        """Upstream reduce-scatters bucket ``b`` into ``shard_buffer(b, dp)[rank]``: the rank-th slice."""
+        start, end = self.layout.bucket_indices[bucket_id]
+        shard = (end - start) // self.raw.data_parallel_world_size
+        return start + rank * shard, start + (rank + 1) * shard
+
+
+class MegatronDDP(ForwardingDDP):
+    """Upstream's DistributedDataParallel, with its expert buffers after the dense ones."""
+
+    def __init__(self, raw, names: dict, groups, device: torch.device) -> None:
+        buffers = [MegatronBuffer(b, names, False) for b in raw.buffers]
+        buffers += [MegatronBuffer(b, names, True) for b in raw.expert_parallel_buffers]
+        super().__init__(raw, raw.module, buffers)
+        self.groups, self.device = groups, device
+
+
+class MegatronOptimizer:
+    """``get_megatron_optimizer`` around the torch optimizer the suite asks for.
+
+    Its config clips by the L2 norm only; an inf-norm clip runs upstream's
+    own ``get_grad_norm_fp32(norm_type=inf)`` and ``clip_grad_by_total_norm_fp32``
+    between the steps of upstream's ``step`` (prepare, clip, step with the
+    ready grads), as its ``step`` does for L2.
+    """
+
+    def __init__(self, ddp: MegatronDDP, make_optimizer, max_grad_norm: float | None, norm_type: float) -> None:
+        from megatron.core.optimizer import get_megatron_optimizer
+
+        self.ddp, self.max_grad_norm, self.norm_type = ddp, max_grad_norm, norm_type
+        l2_clip = max_grad_norm if norm_type == 2.0 else None
+        config = optimizer_config(make_optimizer, l2_clip, ddp)
+        with megatron_cpu.running(ddp.device), _quiet():
+            self.raw = get_megatron_optimizer(config, [ddp.raw], use_gloo_process_groups=False,
+                                              pg_collection=ddp.groups)
+
+    def step(self) -> float | None:
+        with megatron_cpu.running(self.ddp.device):
+            if self.max_grad_norm is not None and self.norm_type != 2.0:
+                ok, norm = self._step_clipping_by(self.norm_type)
+            else:
+                ok, norm, _ = self.raw.step()
+        if not ok:
+            raise RuntimeError("megatron-core's optimizer skipped the step (it found non-finite grads)")
+        return None if self.max_grad_norm is None else float(norm)
+
+    def _step_clipping_by(self, norm_type: float) -> tuple[bool, float]:
+        from megatron.core.optimizer.clip_grads import clip_grad_by_total_norm_fp32, get_grad_norm_fp32
+
+        self.raw.prepare_grads()
+        parts = self.raw.chained_optimizers
+        grads = [g for opt in parts for g in opt.get_main_grads_for_grad_norm()]
+        # A max over every rank counts each element's value once, however it is replicated.
+        norm = get_grad_norm_fp32(grads, norm_type=norm_type, grad_stats_parallel_group=self.ddp.groups.dp)
+        clip_grad_by_total_norm_fp32([p for opt in parts for p in opt.get_parameters()], self.max_grad_norm, norm)
+        return self.raw.step_with_ready_grads(), norm
+
+    def zero_grad(self) -> None:
+        self.ddp.raw.zero_grad_buffer()
+        self.raw.zero_grad()
+
+    def count_zeros(self) -> int:
+        """Upstream's count over its main grads, which it fills from the reduced grads first."""
+        with megatron_cpu.running(self.ddp.device):
+            self.raw.prepare_grads()
+            return int(self.raw.count_zeros())
+
+
+def optimizer_config(make_optimizer, max_grad_norm: float | None, ddp: MegatronDDP):
+    """Upstream's OptimizerConfig for the torch optimizer ``make_optimizer`` builds (SGD or Adam)."""
+    from megatron.core.optimizer import OptimizerConfig
+
+    probe = make_optimizer([torch.nn.Parameter(torch.zeros(1))])
+    d = probe.defaults
+    dtypes = {p.dtype for p in ddp.module.parameters()}
+    common = dict(lr=d["lr"], weight_decay=d.get("weight_decay", 0.0), clip_grad=max_grad_norm or 0.0,
+                  log_num_zeros_in_grad=True, bf16=torch.bfloat16 in dtypes,
+                  params_dtype=torch.bfloat16 if torch.bfloat16 in dtypes else torch.float32,
+                  use_distributed_optimizer=ddp.raw.ddp_config.use_distributed_optimizer)
+    if type(probe) is torch.optim.SGD:
+        return OptimizerConfig(optimizer="sgd", sgd_momentum=d["momentum"], **common)
+    if type(probe) is torch.optim.Adam:
+        beta1, beta2 = d["betas"]
+        return OptimizerConfig(optimizer="adam", adam_beta1=beta1, adam_beta2=beta2, adam_eps=d["eps"],
+                               decoupled_weight_decay=False, **common)
+    raise ValueError(f"optimizer: got {type(probe).__name__}, but megatron-core's factory is driven here "
+                     "only for torch.optim.SGD and torch.optim.Adam")
 
 
 class MegatronCoreImplementation:
     name = "megatron"
-    capabilities = frozenset({"layout", "buffer", "ddp"})
+    capabilities = frozenset({"layout", "buffer", "ddp", "expert", "optimizer"})
 
     def __init__(self) -> None:
         try:
@@ -125,9 +211,9 @@ class MegatronCoreImplementation:
     @property
     def collective_patch_points(self):
         """Upstream binds its reduce-scatter at import; all-reduce goes through torch.distributed."""
-        return [(torch.distributed, "all_reduce"), (self._pgb, "dist_reduce_scatter_func")]
+        return [(dist, "all_reduce"), (self._pgb, "dist_reduce_scatter_func")]
 
-    def wrap(self, module, config, group, agreement_group=None, expert_group=None) -> ForwardingDDP:
+    def wrap(self, module, config, group, agreement_group=None, expert_group=None) -> MegatronDDP:
         from megatron.core.distributed import DistributedDataParallel
         from megatron.core.transformer import TransformerConfig
 
@@ -137,20 +223,36 @@ class MegatronCoreImplementation:
         ddp_config = self._ddp_config(
             config,
             overlap_grad_reduce=config.overlap_grad_reduce,
+            overlap_param_gather=config.overlap_param_gather,
             average_in_collective=config.average_in_collective,
+            check_for_nan_in_grad=config.check_for_nan_in_grad,
         )
+        dtypes = {p.dtype for p in module.parameters()}
         transformer_config = TransformerConfig(
             num_layers=1, hidden_size=8, num_attention_heads=1,
             calculate_per_token_loss=config.calculate_per_token_loss,
+            bf16=torch.bfloat16 in dtypes, params_dtype=next(iter(dtypes)) if len(dtypes) == 1 else torch.float32,
         )
         device = next(module.parameters()).device
         names = {p: n for n, p in module.named_parameters()}
-        with _on_device(self._pgb, device.index if device.type == "cuda" else device.type), _quiet():
+        groups = process_groups(group, expert_group or group)
+        with megatron_cpu.running(device), _quiet():
             ddp = DistributedDataParallel(
                 transformer_config, ddp_config, module,
-                disable_bucketing=config.disable_bucketing, pg_collection=_process_groups(group),
+                disable_bucketing=config.disable_bucketing, pg_collection=groups,
             )
-        return ForwardingDDP(ddp, ddp.module, [MegatronBuffer(b, names) for b in ddp.buffers])
+        return MegatronDDP(ddp, names, groups, device)
+
+    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> MegatronOptimizer:
+        if norm_type not in (2.0, float("inf")):
+            raise ValueError(f"norm_type: got {norm_type}, but megatron-core's norms here are 2 and inf")
+        return MegatronOptimizer(ddp, make_optimizer, max_grad_norm, norm_type)
+
+    def finalize_model_grads(self, models, num_tokens=None) -> None:
+        """Upstream's own: finish every chunk's sync, then divide by the all-reduced ``num_tokens``."""
+        from megatron.core.distributed.finalize_model_grads import finalize_model_grads
+
+        finalize_model_grads([m.raw for m in models], num_tokens=num_tokens, pg_collection=models[0].groups)
 
     def plan(self, named_params: NamedParams, config: LayoutConfig):
         return [b.layout for b in self._buffers(named_params, config, "meta")]
@@ -170,67 +272,77 @@ class MegatronCoreImplementation:
         )
 
     def _buffers(self, named_params: NamedParams, config: LayoutConfig, device) -> list:
+        """Upstream's buffers, grouped as its DDP groups them: dense first, then expert params."""
         ddp_config = self._ddp_config(config)
         names, groups = {}, {}
         for name, param in named_params:
+            expert = is_expert_parallel(param)
             if device == "meta" and param.device.type != "meta":
                 param = torch.nn.Parameter(torch.empty_like(param, device="meta"))
             names[param] = name
             grad_dtype = torch.float32 if config.grad_reduce_in_fp32 else param.dtype
-            groups.setdefault((param.dtype, grad_dtype), []).append(param)
-        group = FakeGroup(config.dp)
+            groups.setdefault((expert, param.dtype, grad_dtype), []).append(param)
         buffers = []
-        with _on_device(self._pgb, device):
-            for (param_dtype, grad_dtype), params in groups.items():
+        with megatron_cpu.planning(self._pgb, device):
+            for (expert, param_dtype, grad_dtype), params in sorted(groups.items(), key=lambda kv: kv[0][0]):
+                dp = FakeGroup(config.expert_dp_size if expert else config.dp)
                 raw = self._pgb._ParamAndGradBuffer(
-                    ddp_config,
-                    param_dtype,
-                    grad_dtype,
-                    params,
-                    data_parallel_group=group,
-                    bucket_size=config.bucket_size,
-                    param_to_name=names,
-                    gradient_scaling_factor=1.0 / config.dp,
-                    param_indices=list(range(len(params))),
-                    nccl_ub=False,
-                    pg_collection=SimpleNamespace(tp=FakeGroup(1), dp_cp=group),
+                    ddp_config, param_dtype, grad_dtype, params, data_parallel_group=dp,
+                    bucket_size=config.bucket_size, param_to_name=names, gradient_scaling_factor=1.0 / config.dp,
+                    param_indices=list(range(len(params))), nccl_ub=False,
+                    pg_collection=SimpleNamespace(tp=FakeGroup(1), dp_cp=dp),
                 )
-                buffers.append(MegatronBuffer(raw, names))
+                buffers.append(MegatronBuffer(raw, names, expert))
         return buffers
 
 
-_singletons: dict[tuple[int, ...], object] = {}
+_groups: dict[tuple, object] = {}
 
 
-def _process_groups(group):
-    """Upstream's group collection: ``group`` for data parallelism, singletons for the rest."""
+def process_groups(group, expert_group):
+    """Upstream's group collection: ``group`` for data parallelism, ``expert_group`` for expert data
+    parallelism, the expert-parallel group that follows from them, and singletons for the rest.
+
+    Every rank must create every group (``new_group`` is collective), so each
+    rank's expert group is gathered first and the groups are made in one order.
+    """
     from megatron.core.process_groups_config import ProcessGroupCollection
 
-    ranks = tuple(torch.distributed.get_process_group_ranks(group))
-    if ranks not in _singletons:
-        # new_group is collective: every rank creates every singleton, keeps its own.
-        own = [torch.distributed.new_group([r]) for r in ranks]
-        _singletons[ranks] = own[ranks.index(torch.distributed.get_rank())]
-    me = _singletons[ranks]
+    ranks = tuple(dist.get_process_group_ranks(group))
+    expert_ranks = tuple(dist.get_process_group_ranks(expert_group))
+    everyone: list = [None] * len(ranks)
+    dist.all_gather_object(everyone, expert_ranks, group=group)
+    key = (ranks, tuple(everyone))
+    if key not in _groups:
+        me = dist.get_rank()
+        singleton = _own(me, [[r] for r in ranks])
+        # A rank's place in its expert-DP group is its expert-data-parallel index; the ranks sharing
+        # that index hold the other experts: the expert-parallel group.
+        ep_groups = sorted({tuple(sorted(r for r, e in zip(ranks, everyone) if e.index(r) == i))
+                            for i in range(len(expert_ranks))})
+        ep = _own(me, [list(g) for g in ep_groups])
+        _groups[key] = (singleton, ep)
+    singleton, ep = _groups[key]
     return ProcessGroupCollection(
-        tp=me, pp=me, ep=me, cp=me, dp=group, dp_cp=group, intra_dp_cp=group,
-        expt_dp=group, intra_expt_dp=group,
+        tp=singleton, pp=singleton, cp=singleton, expt_tp=singleton, mp=singleton, ep=ep, tp_ep_pp=ep,
+        embd=None, pos_embd=None, dp=group, dp_cp=group, intra_dp_cp=group, expt_dp=expert_group,
+        intra_expt_dp=expert_group, intra_dist_opt=group,
     )
 
 
-@contextlib.contextmanager
-def _on_device(pgb, device) -> Iterator[None]:
-    """Make megatron allocate on ``device`` and skip its distributed logging."""
-    with (
-        mock.patch.object(torch.cuda, "current_device", lambda: device),
-        mock.patch.object(pgb, "log_on_each_pipeline_stage", lambda *a, **k: None),
-    ):
-        yield
+def _own(me: int, member_lists: list[list[int]]):
+    """Create every group (collective), return the one holding ``me``."""
+    mine = None
+    for members in member_lists:
+        made = dist.new_group(members)
+        if me in members:
+            mine = made
+    return mine
 
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """megatron warns at import that Apex/TE are missing; that is expected here."""
+    """megatron warns at import that Apex/TE are missing, and logs its set-up; both are expected."""
     import warnings
 
     with warnings.catch_warnings():

@@ -8,7 +8,7 @@ from suites.impls.megatron_core import implementation as megatron
 from suites.params import plan_specs
 
 from .assertions import check_equal
-from .strategies import models, setups
+from .strategies import expert_setups, models, setups
 
 pytestmark = pytest.mark.requires("layout")
 
@@ -41,5 +41,18 @@ def test_same_layout_as_megatron_core(impl, peer, policy, model, setup):
     ours, theirs = plan_specs(impl, model, config), plan_specs(peer, model, config)
     check_equal(len(ours), len(theirs), "number of buffers")
     for i, (a, b) in enumerate(zip(ours, theirs)):
+        for field, value in _fields(a).items():
+            check_equal(value, _fields(b)[field], f"buffer {i} {field} (vs megatron-core)")
+
+
+@pytest.mark.requires("expert")
+@given(model=models(experts=True), setup=expert_setups())
+def test_same_expert_layout_as_megatron_core(impl, peer, policy, model, setup):
+    """Dense and expert buffers alike: megatron plans each expert buffer for the expert-DP size."""
+    config = setup.config(policy)
+    ours, theirs = plan_specs(impl, model, config), plan_specs(peer, model, config)
+    check_equal(len(ours), len(theirs), "number of buffers")
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        check_equal(a.expert_parallel, b.expert_parallel, f"buffer {i} holds expert params (vs megatron-core)")
         for field, value in _fields(a).items():
             check_equal(value, _fields(b)[field], f"buffer {i} {field} (vs megatron-core)")
