@@ -35,7 +35,7 @@ from reference.buffer import shard_buffer
 from reference.collectives import all_gather, reduce_scatter
 from reference.layout import POLICIES, get_policy, pad
 
-from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
+from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
 from .stats import Figure
 from .timing import timed
 
@@ -226,17 +226,17 @@ def largest(records: list[dict]) -> int:
 
 
 def metrics(records: list[dict]) -> list[Metric]:
-    """Per-size figures are informative; at the largest size, in place (as DDP uses buckets), each
-    policy's busbw and its effective ratio to unpadded are gated, and so is the total of wrong results."""
+    """Absolute busbw is informative (per size, and at the largest size); gated are each policy's
+    effective ratio to unpadded at the largest size, in place (as DDP uses buckets), measured in the
+    same rounds, and the total of wrong results."""
     out, top = [], largest(records) if records else None
     for r in records:  # keyed by the bucket's size before padding, which every policy shares
         where = f"{r['collective']}/{r['policy']}/{r['placement']}/{r['requested_count'] * ELEMENT.itemsize}"
-        out.append(Metric(f"busbw/{where}", "GB/s", "higher", False, figure=figure_of(r, "busbw_gbps")))
+        out.append(absolute(f"busbw/{where}", figure_of(r, "busbw_gbps")))
         out.append(Metric(f"wrong/{where}", "elements", "lower", False, count=r["wrong"]))
         if r["requested_count"] != top or r["placement"] != GATED_PLACEMENT:
             continue
-        out.append(Metric(f"busbw_largest/{r['collective']}/{r['policy']}", "GB/s", "higher", True,
-                          figure=figure_of(r, "busbw_gbps")))
+        out.append(absolute(f"busbw_largest/{r['collective']}/{r['policy']}", figure_of(r, "busbw_gbps")))
         if r["effective_ratio_to_unpadded"] is not None:
             out.append(Metric(f"padding_ratio/{r['collective']}/{r['policy']}", "x", "higher", True,
                               figure=figure_of(r, "effective_ratio_to_unpadded")))

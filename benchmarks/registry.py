@@ -28,6 +28,8 @@ class Metric:
     gated: bool
     figure: Figure | None = None
     count: float | None = None
+    threshold: float | None = None
+    """The practical threshold of this metric, when it is not the comparison's default."""
 
     def __post_init__(self) -> None:
         if (self.figure is None) == (self.count is None):
@@ -43,6 +45,8 @@ class Metric:
                 "exact": self.figure is None}
         if self.figure is not None:
             data["figure"] = self.figure.to_json()
+        if self.threshold is not None:
+            data["threshold"] = self.threshold
         return data
 
 
@@ -81,8 +85,16 @@ class Benchmark:
         return results.get(self.name) or []
 
 
-def sampled(key: str, samples, unit: str, better: str, gated: bool, spread_kind: str = "relative") -> Metric:
-    return Metric(key, unit, better, gated, figure=Figure.of(samples, unit, better, spread_kind))
+# Absolute times and bandwidths move with the machine's state from one run to the next, whatever the
+# code: back-to-back runs of one commit on a shared 2-core host moved their medians by a median 11-24%
+# (reports/gate_check.py). They are informative, with this practical threshold; what is gated is measured
+# side by side in one run (ratios, efficiencies) or counted.
+ABSOLUTE_THRESHOLD = 0.25
+
+
+def absolute(key: str, figure: Figure) -> Metric:
+    """An informative metric of an absolute time or bandwidth."""
+    return Metric(key, figure.unit, figure.better, False, figure=figure, threshold=ABSOLUTE_THRESHOLD)
 
 
 def figure_of(record: dict, name: str) -> Figure:

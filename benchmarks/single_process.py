@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
+from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
 from .stats import Figure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def run_pytest_benchmarks(path: str, smoke: bool) -> list[dict]:
 
 
 def _metrics(records: list[dict]) -> list[Metric]:
-    return [Metric(f"time/{r['name']}", "ms", "lower", False, figure=figure_of(r, "time_ms")) for r in records]
+    return [absolute(f"time/{r['name']}", figure_of(r, "time_ms")) for r in records]
 
 
 def _markdown(records: list[dict]) -> str:
@@ -51,22 +51,12 @@ def _markdown(records: list[dict]) -> str:
     return table([{"name": r["name"], "time (ms)": cell(r, "time_ms"), **r["extra"]} for r in records])
 
 
-SHARD_CACHE = Benchmark(
-    name="shard_cache",
-    title="Shard caching: cached views against re-slicing every bucket",
-    record=RECORD,
-    run=lambda settings: run_pytest_benchmarks("benchmarks/test_shard_cache.py", settings.smoke),
-    metrics=_metrics,
-    markdown=_markdown,
-    on_ranks=False,
-)
+def pytest_benchmark(name: str, title: str, path: str) -> Benchmark:
+    """A benchmark timed by a pytest-benchmark file, run in a child process."""
+    return Benchmark(name=name, title=title, record=RECORD, metrics=_metrics, markdown=_markdown, on_ranks=False,
+                     run=lambda settings: run_pytest_benchmarks(path, settings.smoke))
 
-PLANNING = Benchmark(
-    name="planning",
-    title="Planner speed (no tensor storage allocated)",
-    record=RECORD,
-    run=lambda settings: run_pytest_benchmarks("benchmarks/test_planning.py", settings.smoke),
-    metrics=_metrics,
-    markdown=_markdown,
-    on_ranks=False,
-)
+
+SHARD_CACHE = pytest_benchmark("shard_cache", "Shard caching: cached views against re-slicing every bucket",
+                               "benchmarks/test_shard_cache.py")
+PLANNING = pytest_benchmark("planning", "Planner speed (no tensor storage allocated)", "benchmarks/test_planning.py")

@@ -13,8 +13,8 @@ import torch
 
 from reference.config import DDPConfig
 
-from .overlap import layer_stack
-from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
+from .overlap import layer_stack, timing_variant
+from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
 from .stats import Figure, ratios
 from .timing import timed
 
@@ -69,7 +69,8 @@ def measure(ctx, settings) -> list[dict]:
     model = settings.real
     x = torch.randn(model.batch, model.width, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
     impls = [load_implementation(spec) for spec in settings.impls]
-    steps = {i.name: _impl_step(ctx, i, model, x) for i in impls if i.unavailable is None and "ddp" in i.capabilities}
+    steps = {i.name: _impl_step(ctx, timing_variant(i), model, x)
+             for i in impls if i.unavailable is None and "ddp" in i.capabilities}
     steps[BASELINE] = _baseline_step(ctx, model, x)
     times = {name: [] for name in steps}
     for i in range(settings.warmup + settings.rounds):
@@ -91,7 +92,7 @@ def metrics(records: list[dict]) -> list[Metric]:
     for r in records:
         out.append(Metric(f"step_time/{r['impl']}/ratio_to_torch_ddp", "x", "lower", True,
                           figure=figure_of(r, "ratio")))
-        out.append(Metric(f"step_time/{r['impl']}/ms", "ms", "lower", False, figure=figure_of(r, "impl_ms")))
+        out.append(absolute(f"step_time/{r['impl']}/ms", figure_of(r, "impl_ms")))
     return out
 
 

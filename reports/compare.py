@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -91,6 +91,7 @@ class Entry:
     gated: bool
     exact: bool
     figure: Figure | None
+    threshold: float | None
 
 
 def merged_thresholds(thresholds: Mapping[str, float] | None) -> dict[str, float]:
@@ -124,8 +125,13 @@ def read_entry(key: str, entry, run: str) -> Entry:
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"got an unreadable figure for metric {key!r} in the {run} run ({exc})") from exc
     # Before schema 2 nothing was gated or exact: every metric could fail the job, as then.
+    threshold = entry.get("threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                  or threshold < 0):
+        raise ValueError(f"got threshold {threshold!r} for metric {key!r} in the {run} run, "
+                         "but should be a number >= 0")
     return Entry(float(value), entry.get("unit", ""), better, bool(entry.get("gated", True)),
-                 bool(entry.get("exact", False)), figure)
+                 bool(entry.get("exact", False)), figure, threshold)
 
 
 def _same(key: str, field: str, old: Entry, new: Entry) -> None:
@@ -175,10 +181,12 @@ def mann_whitney(old: Figure, new: Figure) -> float:
 
 def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold: float = DEFAULT_THRESHOLD,
                     thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA,
-                    absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> list[Change]:
+                    absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD, gate: Sequence[str] = ()
+                    ) -> list[Change]:
     """Every metric of either run, sorted by key (see the module docstring for the rules).
 
-    ``thresholds`` maps key prefixes to their own relative threshold, on top of DEFAULT_PREFIX_THRESHOLDS.
+    ``thresholds`` maps key prefixes to their own relative threshold, on top of DEFAULT_PREFIX_THRESHOLDS;
+    ``gate`` lists key prefixes of informative metrics to gate too (on hardware quiet enough for them).
     """
     for name, value in (("threshold", threshold), ("absolute_threshold", absolute_threshold)):
         if value < 0:
@@ -189,7 +197,7 @@ def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold:
     changes: dict[str, Change] = {}
     tested: dict[str, list[tuple[str, float]]] = {family: [] for family in FAMILIES}
     for key in sorted(set(old) | set(new)):
-        limit = threshold_for(key, threshold, prefixes)
+        limit = _limit(key, new.get(key) or old[key], threshold, prefixes)
         if key not in new or key not in old:
             status, side, entry = ("removed", "old", old[key]) if key not in new else ("added", "new", new[key])
             e = read_entry(key, entry, side)
@@ -199,6 +207,8 @@ def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold:
         a, b = read_entry(key, old[key], "old"), read_entry(key, new[key], "new")
         for field in ("better", "unit"):
             _same(key, field, a, b)
+        if any(key.startswith(prefix) for prefix in gate):
+            b = replace(b, gated=True)
         changes[key] = _compare_one(key, a, b, limit, absolute_threshold)
         if changes[key].test == "mann-whitney":
             tested[changes[key].family].append((key, changes[key].p_value))
@@ -211,9 +221,15 @@ def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold:
     return [changes[k] for k in sorted(changes)]
 
 
+def _limit(key: str, entry, default: float, prefixes: Mapping[str, float]) -> float:
+    """A prefix the caller gave wins; then the metric's own practical threshold; then the default."""
+    own = entry.get("threshold") if isinstance(entry, dict) else None
+    return threshold_for(key, default if own is None else float(own), prefixes)
+
+
 def _compare_one(key: str, a: Entry, b: Entry, limit: float, absolute_limit: float) -> Change:
     gated = b.gated
-    if a.figure is not None and b.figure is not None:
+    if _testable(a.figure) and _testable(b.figure):
         absolute = b.figure.spread_kind == "absolute"
         relative = (b.value - a.value) / abs(a.value) if a.value else None
         return Change(key, a.value, b.value, b.unit, b.better, relative, "unchanged",
@@ -227,6 +243,11 @@ def _compare_one(key: str, a: Entry, b: Entry, limit: float, absolute_limit: flo
                   old_figure=a.figure, new_figure=b.figure)
 
 
+def _testable(figure: Figure | None) -> bool:
+    """Samples a rank test can use: present and finite (a lost measurement is judged by the threshold rule)."""
+    return figure is not None and all(math.isfinite(s) for s in figure.samples)
+
+
 def _judge(change: Change, p_adjusted: float, alpha: float) -> Change:
     """Significant and beyond the threshold, in either direction; otherwise unchanged."""
     status = "unchanged"
@@ -236,10 +257,11 @@ def _judge(change: Change, p_adjusted: float, alpha: float) -> Change:
 
 
 def compare_runs(old_dir: Path, new_dir: Path, threshold: float = DEFAULT_THRESHOLD,
-                 thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA) -> list[Change]:
+                 thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA,
+                 gate: Sequence[str] = ()) -> list[Change]:
     """Compare the metrics of two run directories."""
     old, new = load_results(Path(old_dir)), load_results(Path(new_dir))
-    return compare_metrics(old["metrics"], new["metrics"], threshold, thresholds, alpha)
+    return compare_metrics(old["metrics"], new["metrics"], threshold, thresholds, alpha, gate=gate)
 
 
 def gated_regressions(changes: Sequence[Change]) -> list[Change]:
@@ -380,6 +402,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--prefix-threshold", type=_prefix_threshold, action="append", default=[],
                         metavar="PREFIX=FRACTION",
                         help="repeatable; longest matching prefix wins (always added: conformance/=0)")
+    parser.add_argument("--gate", action="append", default=[], metavar="PREFIX",
+                        help="repeatable: gate the informative metrics whose key starts with PREFIX too, e.g. "
+                             "busbw_largest/ on a dedicated GPU node")
     parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a gated metric regressed")
     return parser.parse_args(argv)
 
@@ -390,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     thresholds = dict(args.prefix_threshold)
     try:
         old_dir, new_dir = pick_runs(args.old, args.new, args.root)
-        changes = compare_runs(old_dir, new_dir, args.threshold, thresholds, args.alpha)
+        changes = compare_runs(old_dir, new_dir, args.threshold, thresholds, args.alpha, args.gate)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

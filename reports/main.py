@@ -64,6 +64,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="relative change that counts, with significance (default 10%%)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when a gated metric regressed against the previous run")
+    parser.add_argument("--gate", action="append", default=[], metavar="PREFIX",
+                        help="repeatable: gate informative metrics whose key starts with PREFIX too "
+                             "(e.g. busbw_largest/ on a dedicated GPU node)")
     parser.add_argument("--no-suites", action="store_true", help="benchmarks only: no conformance runs")
     parser.add_argument("--no-strength", action="store_true",
                         help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
@@ -129,7 +132,8 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def compare_with_previous(root: Path, metrics: dict, threshold: float, smoke: bool) -> tuple[str, list]:
+def compare_with_previous(root: Path, metrics: dict, threshold: float, smoke: bool,
+                          gate: Sequence[str] = ()) -> tuple[str, list]:
     """Markdown of the comparison with the newest earlier run, and its gated regressions."""
     previous = latest_run(root)
     if previous is None or not (previous / "results.json").exists():
@@ -140,7 +144,7 @@ def compare_with_previous(root: Path, metrics: dict, threshold: float, smoke: bo
         return f"The previous run {previous.name} cannot be compared: {exc}", []
     if old.get("run", {}).get("smoke") != smoke:
         return f"Previous run {previous.name} is {'not ' if smoke else ''}a smoke run: not compared.", []
-    changes = compare.compare_metrics(old["metrics"], metrics, threshold)
+    changes = compare.compare_metrics(old["metrics"], metrics, threshold, gate=gate)
     return f"Against {previous.name}. {compare.comparison_markdown(changes, threshold)}", \
         compare.gated_regressions(changes)
 
@@ -179,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "overhead": overhead.overhead_table(),
     }
     results["metrics"] = collect_metrics(results)
-    comparison, regressions = compare_with_previous(args.out, results["metrics"], args.threshold, args.smoke)
+    comparison, regressions = compare_with_previous(args.out, results["metrics"], args.threshold, args.smoke,
+                                                    args.gate)
     history = [*readable_runs(args.out), (name, results)]
     series = trend(history)
     files: dict[str, str | bytes] = {}

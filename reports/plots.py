@@ -143,8 +143,9 @@ def plot_timeline(record: dict, out) -> Path:
     ax.axvline(timeline["step_end_ms"], color="red", linestyle="--", label="gradient sync done")
     ax.set_yticks([0.5, 1.5], ["collectives\n(launch to done)", "backward\nper layer"])
     ax.set_xlabel("ms since the step began")
-    ax.set_title(f"{record['impl']}: one overlapped step ({record['mode']} compute); orange hidden under blue is "
-                 "hidden communication; grey: completion not observable")
+    ax.set_title(f"{record['impl']}: one overlapped step, {record['mode']} compute\n"
+                 "communication under a backward span is hidden; past the dotted line it is exposed",
+                 fontsize="medium")
     ax.legend(fontsize="small", loc="upper right")
     ax.grid(True, axis="x", alpha=0.3)
     return save(fig, Path(out) / f"timeline_{file_safe(record['impl'])}.png")

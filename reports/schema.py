@@ -48,6 +48,8 @@ METRIC_FIELDS = {
     "gated": "true: a significant regression beyond the threshold fails the job; false: informative",
     "exact": "true for counts (any move in the bad direction counts); false for sampled figures",
     "figure": "present unless exact: the figure (above) the value came from",
+    "threshold": "present when the metric has its own practical threshold (absolute times and bandwidths: "
+                 "0.25), which a comparison uses instead of its default",
 }
 
 

@@ -278,3 +278,28 @@ def test_python_dash_m_runs_the_cli(tmp_path):
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1, proc.stderr
     assert "Gated: 1 regressions" in proc.stdout, proc.stdout
+
+
+def test_a_lost_measurement_is_judged_without_the_rank_test():
+    [change] = compare_metrics({"eff": sampled([0.6, 0.62, 0.58], spread_kind="absolute", unit="")},
+                               {"eff": sampled([float("nan")], spread_kind="absolute", unit="")})
+    assert (change.status, change.test) == ("regression", "threshold"), change
+
+
+def test_a_metric_may_carry_its_own_practical_threshold_and_a_prefix_overrides_it():
+    old = {"m": sampled([10 * x for x in NOISE], gated=False)}
+    new = {"m": sampled([8 * x for x in NOISE], gated=False)}
+    new["m"]["threshold"] = old["m"]["threshold"] = 0.25
+    [within] = compare_metrics(old, new)
+    assert (within.status, within.threshold) == ("unchanged", 0.25), within  # -20% < 25%
+    [overridden] = compare_metrics(old, new, thresholds={"m": 0.1})
+    assert overridden.status == "regression", overridden
+
+
+def test_informative_metrics_can_be_gated_by_prefix(tmp_path):
+    base = {"busbw_largest/x": sampled([10 * x for x in NOISE], gated=False)}
+    worse = {"busbw_largest/x": sampled([5 * x for x in NOISE], gated=False)}
+    for name, metrics in (("a", base), ("b", worse)):
+        write_run({"results.json": results(metrics, 2)}, root=tmp_path, name=name)
+    assert main(["a", "b", "--root", str(tmp_path), "--fail-on-regression"]) == 0
+    assert main(["a", "b", "--root", str(tmp_path), "--fail-on-regression", "--gate", "busbw_largest/"]) == 1

@@ -2,10 +2,9 @@
 
 ``ForwardingDDP`` forwards calls to the wrapped implementation (``raw``).
 ``GradsInParamsDDP`` is for wrappers that leave reduced grads in the params
-(``param.grad`` or ``param.main_grad``) rather than in one flat buffer: at
-``finish_grad_sync`` it exposes each reduced grad as ``param.main_grad`` and
-concatenates them, in a planned layout, into a flat ``grad_data`` per record,
-which is what the suites read.
+(``param.grad`` or ``param.main_grad``) rather than in one flat buffer: it
+gives each planned record a ``grad_data`` that concatenates those grads in
+layout order, which is what the suites read.
 """
 
 from __future__ import annotations
@@ -45,19 +44,31 @@ class ForwardingDDP:
 
 
 class GradsBuffer:
-    """A planned layout over grads that live in the params: ``grad_data`` is rebuilt flat at each sync."""
+    """A planned layout over grads that live in the params.
+
+    ``grad_data`` is built on first use after each sync (the suites read it,
+    the benchmarks do not, so timing never pays for the copy): the reduced
+    grads concatenated in layout order, so ``grad_data[start:end]`` is a
+    param's grad.
+    """
 
     param_data = None  # the params are never re-pointed into a buffer
 
-    def __init__(self, layout: LayoutRecord, params: dict[str, torch.nn.Parameter]) -> None:
+    def __init__(self, layout: LayoutRecord, owner: "GradsInParamsDDP") -> None:
         self.layout = layout
-        self.params = {n: params[n] for n in layout.param_index_map}
-        self.grad_data = torch.zeros(0)
+        self.params = {n: owner.named[n] for n in layout.param_index_map}
+        self._owner = owner
+        self._flat: torch.Tensor | None = None
 
-    def refresh(self) -> None:
-        """Concatenate ``main_grad`` in layout order, so ``grad_data[start:end]`` is a param's grad."""
-        order = sorted(self.layout.param_index_map, key=lambda n: self.layout.param_index_map[n][0])
-        self.grad_data = torch.cat([self.params[n].main_grad.reshape(-1) for n in order])
+    @property
+    def grad_data(self) -> torch.Tensor:
+        if self._flat is None:
+            order = sorted(self.layout.param_index_map, key=lambda n: self.layout.param_index_map[n][0])
+            self._flat = torch.cat([self._owner.reduced_grad(self.params[n]).reshape(-1) for n in order])
+        return self._flat
+
+    def forget(self) -> None:
+        self._flat = None
 
 
 class GradsInParamsDDP(ForwardingDDP):
@@ -76,15 +87,15 @@ class GradsInParamsDDP(ForwardingDDP):
             raise ValueError(f"source: got {source!r}, but should be 'grad' or 'main_grad'")
         self.named = dict(module.named_parameters())
         self.source = source
-        super().__init__(raw, module, [GradsBuffer(r, self.named) for r in records])
+        super().__init__(raw, module, [GradsBuffer(r, self) for r in records])
         if source == "grad":
             for param in self.named.values():
                 if param.requires_grad:
                     param.register_post_accumulate_grad_hook(_alias_main_grad)
 
-    def reduced_grad(self, param: torch.nn.Parameter) -> torch.Tensor | None:
-        """This rank's reduced gradient of ``param`` (full, not sharded), or None if it has none."""
-        return getattr(param, self.source, None)
+    def reduced_grad(self, param: torch.nn.Parameter) -> torch.Tensor:
+        """This rank's reduced gradient of ``param``, full (not sharded)."""
+        return getattr(param, self.source)
 
     def wait_for_reductions(self) -> None:
         """Call the wrapper's ``finish_grad_sync`` if it has one (torch DDP reduces within backward)."""
@@ -93,19 +104,16 @@ class GradsInParamsDDP(ForwardingDDP):
             finish()
 
     def finish_grad_sync(self) -> None:
-        """Wait for the wrapper, then expose its grads as ``main_grad`` and ``grad_data``."""
+        """Wait for the wrapper and check that every trainable param got a reduced grad."""
         self.wait_for_reductions()
-        grads = {n: self.reduced_grad(p) for n, p in self.named.items() if p.requires_grad}
-        missing = sorted(n for n, g in grads.items() if g is None)
+        missing = sorted(n for n, p in self.named.items() if p.requires_grad and getattr(p, self.source, None) is None)
         if missing:
             raise RuntimeError(
                 f"finish_grad_sync: params {missing} got no reduced gradient, but every trainable "
                 f"param should get one in param.{self.source}"
             )
-        for name, grad in grads.items():
-            self.named[name].main_grad = grad
         for buf in self.buffers:
-            buf.refresh()
+            buf.forget()
 
     def zero_grad_buffer(self) -> None:
         zero = getattr(self.raw, "zero_grad_buffer", None)
@@ -117,6 +125,8 @@ class GradsInParamsDDP(ForwardingDDP):
                 del param.main_grad
             elif zero is None and getattr(param, "main_grad", None) is not None:
                 param.main_grad.zero_()
+        for buf in self.buffers:
+            buf.forget()
 
 
 def _alias_main_grad(param: torch.nn.Parameter) -> None:

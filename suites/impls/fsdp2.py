@@ -11,9 +11,9 @@ reduce-scattered after their backward. What the suites can ask of it:
     params (one communication unit each, so reductions overlap backward) and
     then to the root. A child owning a tied (``shared_embedding``) param is
     left to the root, which also uses that param. ``no_sync`` is
-    ``set_requires_gradient_sync(False)``. At ``finish_grad_sync`` each
-    param's full reduced grad is gathered (``grad.full_tensor()``) into
-    ``main_grad``, which is what the suites compare.
+    ``set_requires_gradient_sync(False)``. When the suites read a buffer's
+    ``grad_data``, each param's full reduced grad is gathered from the shards
+    (``grad.full_tensor()``), in layout order on every rank.
 ``optimizer``
     the torch optimizer steps the sharded DTensor params (every rank updates
     its own rows: a sharded optimizer); ``clip_grad_norm_`` computes the
@@ -68,23 +68,18 @@ class FSDP2DDP(GradsInParamsDDP):
     """A ``fully_shard``-ed module under the suites' names."""
 
     def __init__(self, module: torch.nn.Module, records, group: dist.ProcessGroup) -> None:
-        super().__init__(module, module, records, source="main_grad")
+        super().__init__(module, module, records, source="grad")
         self.group = group
 
     def no_sync(self):
         return _without_gradient_sync(self.raw)
 
     def reduced_grad(self, param):
+        """The full gradient, gathered from every rank's shard: a collective, made in layout order."""
         return _full(param.grad)
 
     def wait_for_reductions(self) -> None:
         """FSDP2's root waits for every reduce-scatter before backward returns."""
-
-    def zero_grad_buffer(self) -> None:
-        for param in self.named.values():
-            param.grad = None
-            if hasattr(param, "main_grad"):
-                del param.main_grad
 
 
 @contextlib.contextmanager

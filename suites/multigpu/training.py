@@ -141,10 +141,13 @@ class Side:
             return self.ddp(batch(self.case.seed, step, 0, self.ctx.rank)[0].to(self.ctx.device))
 
     def zero_grad(self) -> None:
-        if self.impl is not None:
-            self.ddp.zero_grad_buffer()
-        else:
+        """Between steps: the optimizer level zeroes through its optimizer (which may hold grads too)."""
+        if self.impl is None:
             self.opt.zero_grad(set_to_none=True)
+        elif self.full_step:
+            self.opt.zero_grad()
+        else:
+            self.ddp.zero_grad_buffer()
 
 
 def global_token_count(case: Case, step: int, world_size: int) -> int:

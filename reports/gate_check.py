@@ -1,0 +1,116 @@
+"""Does the nightly gate cry wolf, and does it catch a real regression? Measured, not asserted.
+
+``python -m reports.gate_check`` runs the main job's benchmarks (no suites:
+their counts are exact) several times back to back on this machine and:
+
+1. **identical code**: compares every pair of ``--runs`` runs of the same
+   commit. Target: no gated regression, and at most 1% of all metrics
+   flagged (a regression or an improvement);
+2. **a real regression**: ``--tries`` times, runs the overlap and step-time
+   benchmarks for the reference, then for ``fixtures/slowed_reference.py``
+   (the reference plus 10 ms per step, under the reference's name), and
+   compares the two. Target: the reference's step-time ratio and its
+   emulated overlap efficiency flagged as regressions in every try.
+
+It is a benchmark, not a test: it takes about 15 minutes on 2 cores, and its
+figures belong in the README, with the date and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .compare import compare_runs
+from .render import table
+from .runs import run_names
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOWED = "fixtures.slowed_reference"
+MUST_FLAG = ("step_time/reference/ratio_to_torch_ddp", "overlap/emulated/reference/efficiency")
+FLAGGED = ("regression", "improvement")
+
+
+def main_job(out: Path, *args: str, world_size: int) -> Path:
+    """One run of ``python -m reports --no-suites`` into ``out``; the new run's directory."""
+    before = set(run_names(out))
+    command = [sys.executable, "-m", "reports", "--no-suites", "--out", str(out), "--world-size", str(world_size),
+               *args]
+    print(f"[gate check] {' '.join(command[1:])}", file=sys.stderr, flush=True)
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    (new,) = set(run_names(out)) - before
+    return out / new
+
+
+def identical(out: Path, runs: int, world_size: int) -> list[dict]:
+    dirs = [main_job(out / "identical", world_size=world_size) for _ in range(runs)]
+    rows = []
+    for old, new in itertools.combinations(dirs, 2):
+        changes = compare_runs(old, new)
+        flagged = [c for c in changes if c.status in FLAGGED]
+        rows.append({"old": old.name, "new": new.name, "metrics": len(changes),
+                     "gated regressions": sum(c.gated and c.status == "regression" for c in changes),
+                     "flagged": len(flagged), "flagged %": round(100 * len(flagged) / len(changes), 2),
+                     "which": ", ".join(f"{c.key} ({c.status})" for c in flagged)})
+    return rows
+
+
+def slowed(out: Path, tries: int, world_size: int) -> list[dict]:
+    rows = []
+    for attempt in range(tries):
+        where = out / f"slowed-{attempt}"
+        bench = ("--benchmark", "overlap", "--benchmark", "step_time")
+        normal = main_job(where, "--impl", "reference", *bench, world_size=world_size)
+        slow = main_job(where, "--impl", SLOWED, *bench, world_size=world_size)
+        changes = {c.key: c for c in compare_runs(normal, slow)}
+        rows.append({"try": attempt + 1, **{key: f"{changes[key].status} ({_move(changes[key])}, "
+                                                 f"p {changes[key].p_adjusted:.2g})" for key in MUST_FLAG},
+                     "caught": all(changes[k].status == "regression" for k in MUST_FLAG)})
+    return rows
+
+
+def _move(change) -> str:
+    if change.absolute:
+        return f"{change.old:.3f} -> {change.new:.3f}"
+    return f"{change.old:.3f} -> {change.new:.3f}, {change.relative:+.1%}"
+
+
+def summary(same: list[dict], slow: list[dict]) -> str:
+    gated = sum(r["gated regressions"] for r in same)
+    worst = max((r["flagged %"] for r in same), default=0.0)
+    caught = sum(r["caught"] for r in slow)
+    return "\n\n".join([
+        "## Identical code, every pair of runs compared", table(same, numparse=False),
+        f"Gated regressions: {gated} (target 0). Largest share of metrics flagged in a pair: {worst}% "
+        "(target at most 1%).",
+        "## The reference plus 10 ms per step, against the reference", table(slow, numparse=False),
+        f"Caught in {caught} of {len(slow)} tries (target: every try).",
+    ]) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.gate_check", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "gate_check",
+                        help="where the runs and the summary go (default reports/gate_check)")
+    parser.add_argument("--runs", type=int, default=3, help="identical runs (default 3)")
+    parser.add_argument("--tries", type=int, default=3, help="slowed-against-normal tries (default 3)")
+    parser.add_argument("--world-size", type=int, default=2)
+    args = parser.parse_args(argv)
+    same = identical(args.out, args.runs, args.world_size)
+    slow = slowed(args.out, args.tries, args.world_size)
+    text = summary(same, slow)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gate_check.md").write_text(text)
+    (args.out / "gate_check.json").write_text(json.dumps({"identical": same, "slowed": slow}, indent=2) + "\n")
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
