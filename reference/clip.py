@@ -17,12 +17,11 @@ import torch.distributed as dist
 CLIP_EPS = 1e-6
 
 
-def grad_norm(grads: Sequence[torch.Tensor], norm_type: float = 2.0, group: dist.ProcessGroup | None = None,
-              device: torch.device | None = None) -> float:
+def grad_norm(grads: Sequence[torch.Tensor], norm_type: float, group: dist.ProcessGroup | None,
+              device: torch.device) -> float:
     """Global ``norm_type`` norm of ``grads`` (inf: max |g|), reduced over ``group``."""
     if norm_type <= 0:
         raise ValueError(f"norm_type: got {norm_type!r}, but should be a positive number or inf")
-    device = _device(grads, device)
     if math.isinf(norm_type):
         local = max((g.abs().max().float() for g in grads if g.numel()), default=torch.tensor(0.0))
         total = torch.tensor([float(local)], dtype=torch.float32, device=device)
@@ -49,9 +48,7 @@ def clip_by_total_norm(grads: Sequence[torch.Tensor], max_norm: float, total_nor
             g.mul_(coeff)
 
 
-def count_zeros(grads: Sequence[torch.Tensor], group: dist.ProcessGroup | None = None,
-                device: torch.device | None = None) -> int:
-    device = _device(grads, device)
+def count_zeros(grads: Sequence[torch.Tensor], group: dist.ProcessGroup | None, device: torch.device) -> int:
     total = torch.zeros(1, dtype=torch.int64, device=device)
     for g in grads:
         total += (g == 0).sum()
@@ -59,8 +56,3 @@ def count_zeros(grads: Sequence[torch.Tensor], group: dist.ProcessGroup | None =
         dist.all_reduce(total, group=group)
     return int(total.item())
 
-
-def _device(grads: Sequence[torch.Tensor], device: torch.device | None) -> torch.device:
-    if device is not None:
-        return torch.device(device)
-    return grads[0].device if grads else torch.device("cpu")

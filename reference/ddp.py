@@ -190,8 +190,6 @@ class DistributedDataParallel(torch.nn.Module):
             buf.zero_grad()
         for g in self.bucket_groups:
             g.reset()
-        for p in self.module.parameters():
-            p.grad = None
         self._finished = False
 
     def scale_gradients(self, factor: float) -> None:

@@ -1,4 +1,6 @@
-"""The project's own tests may run checks on several ranks too: they get the ``ranks`` fixture."""
+"""The project's own tests may run checks on several ranks too (the ``ranks`` fixture); one smoke run of the main job serves every test that reads a run."""
+
+from pathlib import Path
 
 import pytest
 
@@ -7,3 +9,15 @@ from suites.multigpu.harness import plugin as harness_plugin
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     harness_plugin.register(pluginmanager)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """The main job in smoke mode, once: every benchmark on tiny inputs, one small suite; its run directory."""
+    from reports.main import main as report_main
+    from reports.writer import latest_run
+
+    out = tmp_path_factory.mktemp("smoke")
+    code = report_main(["--smoke", "--impl", "reference", "--suite", "suites/layout/test_golden.py", "--out", str(out)])
+    assert code == 0, f"smoke run: got exit {code}, but should be 0"
+    return latest_run(out)

@@ -30,8 +30,9 @@ def test_a_factory_provides_the_ddp_level_only():
 def test_worked_example_and_torch_ddp_factory_pass_the_ddp_checks(spec):
     proc = run_pytest(*CHECKS, "--impl", spec)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    # grad sync + training for 6 packed fp32 cases (and grad sync for 2 clip cases), 2 no_sync checks, overlap.
-    assert "17 passed" in proc.stdout, proc.stdout[-800:]
+    # grad sync + training for 6 packed fp32 cases, grad sync for 2 clip cases and the bf16-grads case,
+    # 2 no_sync checks, overlap.
+    assert "18 passed" in proc.stdout, proc.stdout[-800:]
 
 
 def test_a_wrapper_that_forgets_to_average_is_caught():
@@ -39,4 +40,4 @@ def test_a_wrapper_that_forgets_to_average_is_caught():
     assert proc.returncode == 1, proc.stdout[-3000:]
     # Every grad and training comparison fails; no_sync (local grads, no reduction inside) and overlap
     # (launch order) cannot see it.
-    assert "14 failed, 3 passed" in proc.stdout, proc.stdout[-800:]
+    assert "15 failed, 3 passed" in proc.stdout, proc.stdout[-800:]

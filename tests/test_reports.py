@@ -5,7 +5,6 @@ import json
 import pytest
 
 from reports import overhead
-from reports.main import main as report_main
 from reports.writer import latest_run, write_run
 
 
@@ -31,12 +30,9 @@ def test_write_run_is_atomic(tmp_path):
     assert latest_run(tmp_path) == first, "latest should still point at the last good run"
 
 
-def test_report_smoke_end_to_end(tmp_path):
+def test_report_smoke_end_to_end(smoke_run):
     """The main job in smoke mode: every benchmark once, correct results, a complete run directory."""
-    code = report_main(["--smoke", "--impl", "reference", "--suite", "suites/layout/test_golden.py",
-                        "--out", str(tmp_path)])
-    assert code == 0
-    run = latest_run(tmp_path)
+    run = smoke_run
     report = (run / "report.md").read_text()
     results = json.loads((run / "results.json").read_text())
     assert "| suites/layout/test_golden.py | reference" in report, report[:1500]

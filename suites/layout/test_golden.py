@@ -121,3 +121,10 @@ def test_seed_worst_case_divisor_is_65536(impl):
     buf = _one_param(impl, 8_388_609, 128, "high-busbw")
     check_equal(buf.numel, 8_454_144, "high-busbw numel for 8,388,609 elements at dp=128")
     check_equal(buf.numel - 8_388_609, 65_535, "end padding")
+
+
+@pytest.mark.requires(HIGH_BUSBW)
+def test_high_busbw_divisor_beyond_dp_2_16_is_dp(impl):
+    """At dp = 2**17, lcm(2**17, 128, 2**16) = 2**17 (no larger): 1,000 elements pad to 131,072, a shard
+    of one element, so high-busbw does not make shards multiples of anything beyond dp's own needs."""
+    check_equal(_one_param(impl, 1_000, 2**17, "high-busbw").numel, 131_072, "high-busbw numel at dp=2**17")

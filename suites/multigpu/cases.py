@@ -29,6 +29,8 @@ class Case:
     average_in_collective: bool = False
     microbatches: int = 1
     bf16: bool = False
+    fp32_grads: bool = True
+    """With ``bf16``: reduce grads in fp32 (``grad_reduce_in_fp32``), or in bf16 like the params."""
     tied: bool = False
     clip: float | None = None
     norm_type: float = 2.0
@@ -55,7 +57,7 @@ class Case:
             overlap_grad_reduce=self.overlap,
             overlap_param_gather=self.overlap_param_gather,
             average_in_collective=self.average_in_collective,
-            grad_reduce_in_fp32=self.bf16,
+            grad_reduce_in_fp32=self.bf16 and self.fp32_grads,
             calculate_per_token_loss=self.num_tokens,
             buckets_per_group=self.buckets_per_group,
         )
@@ -99,6 +101,7 @@ def _matrix() -> list[Case]:
             ("avg-in-collective", dict(average_in_collective=True)),
             ("microbatches", dict(microbatches=3)),
             ("bf16-fp32-grads", dict(bf16=True)),
+            ("bf16-grads", dict(bf16=True, fp32_grads=False)),
             ("tied-embedding", dict(tied=True)),
             ("clip", dict(clip=0.05)),
             ("clip-inf-norm", dict(clip=2e-3, norm_type=float("inf"))),

@@ -4,6 +4,7 @@ import dataclasses
 import time
 
 import pytest
+import torch.distributed as dist
 
 from suites.impls import load_implementation
 from suites.multigpu.harness import requires_peers
@@ -76,6 +77,17 @@ def check_config_must_match_across_ranks(ctx) -> None:
     _expect_error(lambda: _wrapped(ctx, case), "bucket_size", "rank 1 has 200, rank 0 has 100")
 
 
+def check_expert_group_outside_the_dp_group(ctx) -> None:
+    """dp groups {0, 1} and {2, 3}, expert groups {0, 2} and {1, 3}: sizes divide, membership does not."""
+    impl = load_implementation(ctx.impl_spec)
+    dense = [dist.new_group(r) for r in ([0, 1], [2, 3])][ctx.rank // 2]
+    expert = [dist.new_group(r) for r in ([0, 2], [1, 3])][ctx.rank % 2]
+    model = make_model().to(ctx.device)
+    config = Case("outside").ddp_config()
+    _expect_error(lambda: impl.wrap(model, config, dense, ctx.control_group, expert_group=expert),
+                  "expert_data_parallel_group", "subgroup")
+
+
 def check_nan_is_traced_to_param_bucket_rank(ctx, case: Case) -> None:
     requires_peers(ctx)
     last = ctx.world_size - 1
@@ -108,6 +120,12 @@ def test_step_before_finish(ranks, impl):
 
 def test_config_must_match_across_ranks(ranks, impl):
     ranks.run(check_config_must_match_across_ranks)
+
+
+@pytest.mark.world_size(4)
+@pytest.mark.requires("expert")
+def test_expert_group_outside_the_dp_group(ranks, impl):
+    ranks.run(check_expert_group_outside_the_dp_group)
 
 
 NAN_CASES = [Case(mode, policy, grad_sync_only=True) for mode, policy in (("allreduce", "packed"), ("distopt", "padded"))]

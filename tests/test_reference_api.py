@@ -1,0 +1,59 @@
+"""The reference's public helpers and defaults, each against upstream's or torch's stated value.
+
+The suites reach the reference only through its adapter, which always passes
+every argument; a user of the reference relies on the defaults checked here.
+"""
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+from reference.config import DDPConfig
+from reference.layout import LayoutConfig, ParamSpec, default_bucket_size, plan_buffer, plan_layout
+from reference.optimizer import ReferenceOptimizer
+
+
+@pytest.mark.parametrize("dp, elements",
+                         [(1, 40_000_000), (40, 40_000_000), (41, 41_000_000), (64, 64_000_000)])
+def test_default_bucket_size_is_upstreams(dp, elements):
+    """Upstream: max(40M, 1M * dp) elements, so the 1M-per-rank term wins from dp = 41 on."""
+    got = default_bucket_size(dp)
+    assert got == elements, f"default bucket size at dp={dp}: got {got}, but should be {elements}"
+
+
+def test_a_param_is_dense_unless_marked():
+    """Upstream treats a param as expert-parallel only when it carries ``allreduce = False``."""
+    spec = ParamSpec("w", (4, 4))
+    layout = plan_layout([spec], LayoutConfig(dp=2, policy="padded", expert_dp=1))
+    kinds = [b.expert_parallel for b in layout.buffers]
+    assert kinds == [False], f"buffers' expert_parallel: got {kinds}, but an unmarked param should be dense"
+    alone = plan_buffer([spec], LayoutConfig(dp=2), torch.float32, torch.float32)
+    assert alone.expert_parallel is False, "plan_buffer without expert_parallel should plan a dense buffer"
+
+
+def test_clipping_defaults_to_the_l2_norm_as_torch_does():
+    ours = inspect.signature(ReferenceOptimizer).parameters["norm_type"].default
+    theirs = inspect.signature(torch.nn.utils.clip_grad_norm_).parameters["norm_type"].default
+    assert ours == theirs == 2.0, f"default norm_type: got {ours}, but should be torch's {theirs}"
+
+
+@pytest.mark.parametrize("config, field", [
+    (LayoutConfig(dp=8, policy="padded", bucket_size=1000), "bucket_size"),
+    (DDPConfig(bucket_size=1000), "bucket_size"),
+])
+def test_a_validated_config_cannot_be_made_invalid_afterwards(config, field):
+    """Validation runs once, at construction: a config that could change later could skip it."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(config, field, 0)
+
+
+def test_bucket_param_names_hold_past_256_buckets():
+    """300 one-element params, one bucket each, reverse order: bucket i holds param 299 - i (ints beyond
+    CPython's small-int cache compare by value only)."""
+    specs = [ParamSpec(f"p{i}", (1,)) for i in range(300)]
+    (buffer,) = plan_layout(specs, LayoutConfig(bucket_size=1)).buffers
+    got = {i: buffer.bucket_param_names(i) for i in range(buffer.num_buckets)}
+    want = {i: [f"p{299 - i}"] for i in range(300)}
+    assert got == want, f"bucket 280's params: got {got.get(280)}, but should be {want[280]}"
