@@ -12,7 +12,7 @@ their counts are exact) several times back to back on this machine and:
    compares the two. Target: the reference's step-time ratio and its
    emulated overlap efficiency flagged as regressions in every try.
 
-It is a benchmark, not a test: it takes about 15 minutes on 2 cores, and its
+It is a benchmark, not a test: it takes about 10 minutes on 2 cores, and its
 figures belong in the README, with the date and the machine.
 """
 
