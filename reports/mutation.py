@@ -83,9 +83,9 @@ def choose(db, tree: Path, sample: int, seed: int) -> dict:
 
     spans = {m: annotation_spans(tree / m) for m in MODULES}
     items = sorted(db.pending_work_items, key=lambda item: key(item.mutations[0]))
-    in_annotation = [i for i in items
-                     if any(a <= tuple(i.mutations[0].start_pos) < b for a, b in spans[str(i.mutations[0].module_path)])]
-    eligible = [i for i in items if i not in in_annotation]
+    in_annotation = {i.job_id for i in items
+                     if any(a <= tuple(i.mutations[0].start_pos) < b for a, b in spans[str(i.mutations[0].module_path)])}
+    eligible = [i for i in items if i.job_id not in in_annotation]
     by_module: dict[str, list] = defaultdict(list)
     for item in eligible:
         by_module[str(item.mutations[0].module_path)].append(item)
@@ -97,7 +97,7 @@ def choose(db, tree: Path, sample: int, seed: int) -> dict:
         chosen |= {i.job_id for i in rng.sample(pool, min(len(pool), max(1, round(share * len(pool)))))}
     for item in items:
         if item.job_id not in chosen:
-            reason = "in a type annotation (never evaluated)" if item in in_annotation else "not sampled"
+            reason = "in a type annotation (never evaluated)" if item.job_id in in_annotation else "not sampled"
             db.set_result(item.job_id, WorkResult(output=reason, worker_outcome=WorkerOutcome.SKIPPED))
     return {"annotation": len(in_annotation), "eligible": {m: len(by_module[m]) for m in MODULES},
             "sampled": len(chosen)}
@@ -160,9 +160,7 @@ def forget_survivors(session: Path, equivalents: dict[str, str]) -> int:
 
 def copy_tree(dest: Path) -> None:
     """The files git tracks or would track (not ignored), as they are on disk now."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, check=True).stdout
-    for name in filter(None, files.decode().split("\0")):
+    for name in filter(None, git("ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")):
         source = ROOT / name
         if source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)

@@ -13,8 +13,7 @@ from suites.impls import load_implementation
 
 from .cases import Case
 from .compare import agreed, assert_close, tolerance
-from .models import batch, loss_fn, make_model
-from .training import owned_grad_pairs
+from .training import Side
 
 pytestmark = pytest.mark.requires("optimizer")
 
@@ -28,14 +27,12 @@ TOKENS = {  # name: this rank's token count, by rank
 
 
 def finalized_grads(ctx, impl, case: Case, tokens: int | None) -> dict[str, torch.Tensor]:
-    """One backward of a summed loss, then finalize with this rank's ``tokens`` (None: no normalisation)."""
-    model = make_model().to(ctx.device)
-    ddp = impl.wrap(model, case.ddp_config(), ctx.group, ctx.control_group)
-    inputs, labels = (t.to(ctx.device) for t in batch(case.seed, 0, 0, ctx.rank))
-    loss_fn(ddp(inputs), labels, "sum").backward()
+    """Step 0's backward of a summed loss, then finalize with this rank's ``tokens`` (None: no normalisation)."""
+    ours = Side(case, ctx, impl)
+    ours.backward(step=0, global_tokens=0)  # the global count only rescales the torch DDP side
     count = None if tokens is None else torch.tensor(tokens, dtype=torch.int64, device=ctx.device)
-    impl.finalize_model_grads([ddp], count)
-    return {name: got.detach().clone() for name, got, _ in owned_grad_pairs(ddp, ctx.rank)}
+    impl.finalize_model_grads([ours.ddp], count)
+    return {name: got.detach().clone() for name, got, _ in ours.reduced_grads()}
 
 
 def check_num_tokens_divides_when_positive(ctx, case: Case, tokens_of: str) -> None:
