@@ -18,7 +18,7 @@ import torch.distributed as dist
 from reference.config import DDPConfig
 from reference.ddp import DistributedDataParallel
 
-from .overlap import layer_stack
+from .emulation import layer_stack
 from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
 from .settings import Model
 from .stats import Figure, ratios

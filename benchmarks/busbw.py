@@ -11,15 +11,20 @@ Every (size, collective, placement) is measured in rounds after a warm-up;
 in each round every padding is timed once, in an order that rotates, so the
 paddings share the machine's state and their ratio is measured side by side.
 A round's sample is the slowest rank's mean time per call over a fixed
-number of calls (the same on every rank). After timing, each result is
-checked with exactly representable values: ``wrong`` counts bad elements.
+number of back-to-back calls (the same on every rank): on NCCL 20 at every
+size, as nccl-tests times them; on gloo, whose calls take milliseconds, fewer
+as sizes grow. After timing, each result is checked with exactly
+representable values: ``wrong`` counts bad elements.
 ``effective_busbw`` counts only the unpadded bucket's bytes, since padding
 inflates the bytes a collective moves; the effective ratio to unpadded is
 what a padding policy buys the payload.
 
 nccl-tests conventions (docs/rules.md, section 5): sizes in bytes, GB/s =
-1e9 B/s; all-reduce ``busbw = algbw * 2(n-1)/n``; reduce-scatter and
-all-gather ``busbw = algbw * (n-1)/n`` with the full (gathered) size.
+1e9 B/s; ``algbw = size / time``; all-reduce ``busbw = algbw * 2(n-1)/n``;
+reduce-scatter and all-gather ``busbw = algbw * (n-1)/n`` with the full
+(gathered) size. At one rank nothing crosses a bus: the bus factor is 0, so
+busbw and everything derived from it are null (nccl-tests prints 0), and
+algbw alone is recorded.
 """
 
 from __future__ import annotations
@@ -56,9 +61,12 @@ RECORD = Record({
     "type": "element type",
     "redop": "reduction op (none for all_gather)",
     "time_us": "figure: microseconds per call, the slowest rank's mean per round",
-    "busbw_gbps": "figure: nccl-tests bus bandwidth, GB/s (1e9 B/s)",
-    "effective_busbw_gbps": "figure: bus bandwidth over the unpadded bucket's bytes only",
-    "effective_ratio_to_unpadded": "figure: effective busbw over unpadded's, per round; null for unpadded",
+    "calls": "back-to-back calls averaged into one sample",
+    "algbw_gbps": "figure: nccl-tests algorithm bandwidth, size / time, GB/s (1e9 B/s)",
+    "busbw_gbps": "figure: nccl-tests bus bandwidth, GB/s; null at one rank (no bus traffic)",
+    "effective_busbw_gbps": "figure: bus bandwidth over the unpadded bucket's bytes only; null at one rank",
+    "effective_ratio_to_unpadded": "figure: effective busbw over unpadded's, per round; null for unpadded and at "
+                                   "one rank",
     "wrong": "elements with a wrong value after the collective (checked after timing), summed over ranks",
     "world_size": "ranks",
     "backend": "gloo or nccl",
@@ -102,10 +110,19 @@ def padded_count(count: int, policy: str, collective: str, n: int) -> int:
     return pad(count, get_policy(policy).bucket_divisor(n))
 
 
-def calls_per_round(size_bytes: int, smoke: bool) -> int:
-    """Calls averaged into one sample: enough to outlast the timer, fixed by size, identical on every rank."""
+NCCL_CALLS = 20  # nccl-tests' default -n: back-to-back calls per timed sample
+
+
+def calls_per_round(size_bytes: int, smoke: bool, backend: str = "gloo") -> int:
+    """Calls averaged into one sample: enough to outlast the timer, fixed by size, identical on every rank.
+
+    NCCL's large collectives take a millisecond or less: one call between two device syncs and a barrier
+    would time the syncs, so every sample is 20 calls, as nccl-tests'.
+    """
     if smoke:
         return 1
+    if backend == "nccl":
+        return NCCL_CALLS
     if size_bytes <= 64 * 2**10:
         return 20
     if size_bytes <= 2**20:
@@ -171,7 +188,7 @@ def measure(ctx, settings) -> list[dict]:
     sweep, n, records = settings.busbw, ctx.world_size, []
     for size in sweep.sizes:
         requested = bucket_count(size)
-        calls = calls_per_round(size, settings.smoke)
+        calls = calls_per_round(size, settings.smoke, ctx.backend)
         for collective in COLLECTIVES:
             for placement in PLACEMENTS:
                 counts = {p: padded_count(requested, p, collective, n) for p in PADDINGS}
@@ -186,14 +203,15 @@ def measure(ctx, settings) -> list[dict]:
                             seconds[p].append(t)
                 effective = {p: _effective(collective, counts[p], requested, seconds[p], n) for p in PADDINGS}
                 for p in PADDINGS:
-                    ratio = None if p == "unpadded" else [e / u for e, u in zip(effective[p], effective["unpadded"])]
-                    records.append(_record(ctx, collective, placement, p, counts[p], requested, seconds[p],
+                    ratio = None if p == "unpadded" or n == 1 else \
+                        [e / u for e, u in zip(effective[p], effective["unpadded"])]
+                    records.append(_record(ctx, collective, placement, p, counts[p], requested, seconds[p], calls,
                                            effective[p], ratio, _wrong(ctx, buffers[p], ops[p])))
     return records
 
 
 def _effective(collective: str, count: int, requested: int, seconds: list[float], n: int) -> list[float]:
-    """Per-round busbw over the unpadded bucket's bytes."""
+    """Per-round busbw over the unpadded bucket's bytes (zero at one rank, where nothing crosses a bus)."""
     return [bandwidths(collective, count * ELEMENT.itemsize, s, n)[1] * requested / count for s in seconds]
 
 
@@ -206,19 +224,26 @@ def _wrong(ctx, buffers: Buffers, op) -> int:
     return int(wrong.item())
 
 
-def _record(ctx, collective, placement, policy, count, requested, seconds, effective, ratio, wrong) -> dict:
+def _record(ctx, collective, placement, policy, count, requested, seconds, calls, effective, ratio, wrong) -> dict:
     n, size_bytes = ctx.world_size, count * ELEMENT.itemsize
+    bus = n > 1
     return {
         "collective": collective, "policy": policy, "placement": placement,
         "size_bytes": size_bytes, "count": count, "requested_count": requested,
         "type": "float32", "redop": "none" if collective == "all_gather" else "sum",
+        "calls": calls,
         **figures_json(time_us=Figure.of([s * 1e6 for s in seconds], "us", "lower"),
-                       busbw_gbps=Figure.of([bandwidths(collective, size_bytes, s, n)[1] for s in seconds],
-                                            "GB/s", "higher"),
-                       effective_busbw_gbps=Figure.of(effective, "GB/s", "higher")),
+                       algbw_gbps=Figure.of([bandwidths(collective, size_bytes, s, n)[0] for s in seconds],
+                                            "GB/s", "higher")),
+        "busbw_gbps": _figure_json([bandwidths(collective, size_bytes, s, n)[1] for s in seconds], bus),
+        "effective_busbw_gbps": _figure_json(effective, bus),
         "effective_ratio_to_unpadded": None if ratio is None else Figure.of(ratio, "x", "higher").to_json(),
         "wrong": wrong, "world_size": n, "backend": ctx.backend,
     }
+
+
+def _figure_json(samples: list[float], defined: bool) -> dict | None:
+    return Figure.of(samples, "GB/s", "higher").to_json() if defined else None
 
 
 def largest(records: list[dict]) -> int:
@@ -232,8 +257,10 @@ def metrics(records: list[dict]) -> list[Metric]:
     out, top = [], largest(records) if records else None
     for r in records:  # keyed by the bucket's size before padding, which every policy shares
         where = f"{r['collective']}/{r['policy']}/{r['placement']}/{r['requested_count'] * ELEMENT.itemsize}"
-        out.append(absolute(f"busbw/{where}", figure_of(r, "busbw_gbps")))
         out.append(Metric(f"wrong/{where}", "elements", "lower", False, count=r["wrong"]))
+        if r["busbw_gbps"] is None:  # one rank: algbw only, which the table shows
+            continue
+        out.append(absolute(f"busbw/{where}", figure_of(r, "busbw_gbps")))
         if r["requested_count"] != top or r["placement"] != GATED_PLACEMENT:
             continue
         out.append(absolute(f"busbw_largest/{r['collective']}/{r['policy']}", figure_of(r, "busbw_gbps")))
@@ -251,6 +278,9 @@ def summary_markdown(records: list[dict]) -> str:
 
     if not records:
         return "(none)"
+    if records[0]["world_size"] == 1:
+        return ("One rank: nothing crosses a bus, so bus bandwidth and the padding ratios are undefined (null in "
+                "results.json; nccl-tests prints 0). The tables give the time and algbw of each call.")
     top = largest(records)
     rows = [{"collective": r["collective"], "policy": r["policy"],
              "bucket (before padding)": bytes_label(r["requested_count"] * ELEMENT.itemsize),
@@ -271,12 +301,16 @@ def markdown(records: list[dict]) -> str:
     for collective in COLLECTIVES:
         rows = [{"size(B)": r["size_bytes"], "count": r["count"], "type": r["type"], "redop": r["redop"],
                  "policy": r["policy"], "placement": r["placement"], "time(us)": cell(r, "time_us"),
-                 "busbw(GB/s)": cell(r, "busbw_gbps"), "eff. busbw": cell(r, "effective_busbw_gbps"),
-                 "#wrong": r["wrong"]}
+                 "algbw(GB/s)": cell(r, "algbw_gbps"), "busbw(GB/s)": _cell_or_null(r, "busbw_gbps"),
+                 "eff. busbw": _cell_or_null(r, "effective_busbw_gbps"), "#wrong": r["wrong"]}
                 for r in records if r["collective"] == collective]
         if rows:
             parts.append(f"### {collective}\n\n" + table(rows))
     return "\n\n".join(parts)
+
+
+def _cell_or_null(record: dict, name: str) -> str:
+    return "null" if record[name] is None else cell(record, name)
 
 
 def plots(records: list[dict], out: Path) -> list[Path]:

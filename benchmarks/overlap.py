@@ -3,10 +3,13 @@
 Every implementation with the ``ddp`` level is measured side by side in one
 run, on the same model and data, in two modes:
 
-- **emulated**: each layer's backward waits a fixed time without using a
-  core (``BackwardWait``), so communication and "compute" do not compete for
-  the CPU and the figure measures scheduling: does the implementation launch
-  a bucket's collective as soon as its grads are in?
+- **emulated**: each layer's backward also takes a fixed time that competes
+  with nothing (``benchmarks.emulation``: a sleep on CPU, a spinning kernel
+  on the CUDA stream), so the figure measures scheduling: does the
+  implementation launch a bucket's collective as soon as its grads are in?
+  That time is one bucket's collective, measured at the start (the slowest
+  rank's median), so communication is the same share of the step on gloo,
+  PCIe or NVLink.
 - **real**: the same layers with no wait: the matrix products' real backward.
   On a machine with few cores, compute and the collectives' threads compete,
   so this figure mostly measures that fight.
@@ -21,18 +24,23 @@ gradient sync; no optimizer), their order rotating from round to round:
   gradient size per layer: the same bytes, none of them hidden.
 
 ``efficiency = (serial - overlap) / (serial - compute)`` per round (docs/rules.md,
-section 5). The **ideal** for the same schedule: bucket k is ready when k
+section 5). A round whose serial step was not slower than its compute step
+measured no communication to hide; such rounds are dropped and counted.
+When the communication itself (serial - compute) cannot be told from the
+compute step's noise (its 95% interval reaches 0, or its median is below the
+compute step's interquartile range), the efficiency is **not measurable
+here** and no figure is given. The **ideal** for the same schedule: bucket k is ready when k
 layers' backward is done (``c`` each: the compute step's backward over the
 depth) and the collectives (``a`` each: the serial step's communication over
 the depth) run one at a time; the last bucket's collective can never hide.
 ``share`` is the efficiency over the ideal. A **timeline** of one overlapped
 emulated step per implementation records each layer's backward and each
-collective, launch to completion (Holistic Trace Analysis style).
+collective, launch to completion (``benchmarks.timeline``; on CUDA the
+device's own kernel spans).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -42,59 +50,38 @@ import torch.distributed as dist
 
 from reference.config import DDPConfig
 
+from .emulation import layer_stack
 from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
 from .settings import Model
 from .stats import Figure
+from .timeline import host_step, profiled_step
 from .timing import timed
 
 VARIANTS = ("compute", "overlap", "serial")
 MODES = ("emulated", "real")
+CALIBRATION_ROUNDS = 5
 
 RECORD = Record({
-    "mode": "emulated (backward waits without using a core) or real (the layers' real backward)",
+    "mode": "emulated (backward takes extra time that competes with nothing) or real (the layers' own backward)",
     "impl": "implementation",
-    "model": "width, depth, batch and wait_ms per layer",
+    "model": "width, depth, batch and wait_ratio",
+    "collective_ms": "one bucket's all-reduce, measured before the rounds (the slowest rank's median)",
+    "wait_ms": "emulated compute per layer's backward (wait_ratio x collective_ms); 0 in real mode",
     "compute_ms": "figure: step with backward inside no_sync, no communication",
     "overlap_ms": "figure: step with the implementation's gradient sync",
     "serial_ms": "figure: step with one all-reduce per layer after backward",
-    "efficiency": "figure: (serial - overlap) / (serial - compute), per round",
+    "communication_ms": "figure: serial - compute per round: the communication there is to hide",
+    "measurable": "whether the communication stands out of the compute step's noise (else no efficiency)",
+    "why_not_measurable": "why the efficiency is not given, or null",
+    "dropped_rounds": "rounds left out of the efficiency because serial was not slower than compute",
+    "efficiency": "figure: (serial - overlap) / (serial - compute), per kept round; null when not measurable",
     "ideal": "efficiency of the ideal schedule for the measured per-layer compute and per-bucket collective",
-    "share": "figure: efficiency over ideal, per round",
+    "share": "figure: efficiency over ideal, per kept round; null when not measurable",
     "timeline": "one overlapped step: backward spans per layer and collective spans (launch to completion), "
                 "ms from the step's start; null in real mode",
     "world_size": "ranks",
     "backend": "gloo or nccl",
 })
-
-
-class BackwardWait(torch.autograd.Function):
-    """Identity forward; a backward that waits ``seconds`` without using a core, standing in for compute."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, seconds: float) -> torch.Tensor:
-        ctx.seconds = seconds
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        time.sleep(ctx.seconds)
-        return grad, None
-
-
-class Layer(torch.nn.Module):
-    def __init__(self, width: int, wait_s: float) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(width, width, bias=False)
-        self.wait_s = wait_s
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.linear(x)
-        return BackwardWait.apply(x, self.wait_s) if self.wait_s else x
-
-
-def layer_stack(model: Model, seed: int = 0) -> torch.nn.Sequential:
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(*[Layer(model.width, model.wait_ms / 1e3) for _ in range(model.depth)])
 
 
 def ideal_efficiency(depth: int, layer_s: float, collective_s: float) -> float:
@@ -108,12 +95,20 @@ def ideal_efficiency(depth: int, layer_s: float, collective_s: float) -> float:
     return (depth * collective_s - exposed) / (depth * collective_s)
 
 
+def bucket_collective_s(ctx, model: Model) -> float:
+    """One bucket's all-reduce, the slowest rank's median over a few rounds of ``depth`` calls."""
+    bucket = torch.zeros(model.bucket_elements, device=ctx.device)
+    op = lambda: dist.all_reduce(bucket, group=ctx.group)  # noqa: E731
+    timed(ctx, op)  # warm-up: the first call sets up the transport
+    return Figure.of([timed(ctx, op, model.depth) for _ in range(CALIBRATION_ROUNDS)], "s", "lower").median
+
+
 class Steps:
     """One implementation's three step variants over its own copy of the model."""
 
-    def __init__(self, ctx, impl, model: Model) -> None:
+    def __init__(self, ctx, impl, model: Model, wait_s: float) -> None:
         self.ctx, self.model = ctx, model
-        self.net = layer_stack(model).to(ctx.device)
+        self.net = layer_stack(model, wait_s).to(ctx.device)
         config = DDPConfig(overlap_grad_reduce=True, bucket_size=model.bucket_elements)
         self.ddp = impl.wrap(self.net, config, ctx.group, ctx.control_group)
         self.impl = impl
@@ -128,14 +123,29 @@ class Steps:
         self.ddp.zero_grad_buffer()
         return seconds
 
+    def overlap_step(self, first_layer_input_grad: bool = False) -> float:
+        """Backward and the implementation's sync; returns when (perf_counter) backward returned.
+
+        ``first_layer_input_grad``: an input that requires grad, so that the first layer's full backward
+        hook fires after its backward rather than before it (it waits for the grads of its inputs).
+        """
+        x = self.x.detach().requires_grad_() if first_layer_input_grad else self.x
+        self._forward_backward(x)
+        backward_end = time.perf_counter()
+        self.ddp.finish_grad_sync()
+        self.ctx.sync()
+        return backward_end
+
     def _overlap(self) -> None:
         self._forward_backward()
         self.ddp.finish_grad_sync()
 
     def _compute(self) -> None:
         with self.ddp.no_sync():
+            self.ctx.sync()
             begin = time.perf_counter()
             self._forward_backward()
+            self.ctx.sync()  # queued device work is part of the backward
             self.backward_s = time.perf_counter() - begin
 
     def _serial(self) -> None:
@@ -156,7 +166,9 @@ def measure(ctx, settings) -> list[dict]:
     for mode in MODES:
         model = settings.emulated if mode == "emulated" else settings.real
         rounds = settings.emulated_rounds if mode == "emulated" else settings.rounds
-        steps = {impl.name: Steps(ctx, timing_variant(impl), model) for impl in impls}
+        collective_s = bucket_collective_s(ctx, model)
+        wait_s = model.wait_ratio * collective_s
+        steps = {impl.name: Steps(ctx, timing_variant(impl), model, wait_s) for impl in impls}
         times = {(name, v): [] for name in steps for v in VARIANTS}
         layer = {name: [] for name in steps}
         for i in range(settings.warmup + rounds):
@@ -170,8 +182,9 @@ def measure(ctx, settings) -> list[dict]:
                 if i >= settings.warmup:
                     layer[name].append(steps[name].backward_s / model.depth)
         for impl in impls:
-            timeline = record_timeline(Steps(ctx, impl, model)) if mode == "emulated" else None
-            records.append(_record(ctx, mode, impl.name, model, times, layer[impl.name], timeline))
+            timeline = record_timeline(Steps(ctx, impl, model, wait_s)) if mode == "emulated" else None
+            records.append(_record(ctx, mode, impl.name, model, collective_s, wait_s, times, layer[impl.name],
+                                   timeline))
     return records
 
 
@@ -181,98 +194,80 @@ def timing_variant(impl):
     return impl.for_timing() if hasattr(impl, "for_timing") else impl
 
 
-def _record(ctx, mode, name, model: Model, times, layer_s: list[float], timeline) -> dict:
+def communication_check(compute: list[float], serial: list[float]) -> tuple[Figure, str | None]:
+    """The communication per round (serial - compute), and why it cannot be told from noise, if it cannot."""
+    communication = Figure.of([s - c for c, s in zip(compute, serial)], "s", "lower")
+    noise = Figure.of(compute, "s", "lower")
+    interval = communication.interval
+    if communication.median <= 0:
+        return communication, "the serial step was not slower than the compute step"
+    if interval is not None and interval[0] <= 0:
+        return communication, (f"serial - compute = {communication.median * 1e3:.3g} ms, its 95% interval reaching "
+                               f"{interval[0] * 1e3:.3g} ms: no communication stands out")
+    if noise.n > 1 and communication.median < _iqr(noise):
+        return communication, (f"serial - compute = {communication.median * 1e3:.3g} ms, below the compute step's "
+                               f"own spread (IQR {_iqr(noise) * 1e3:.3g} ms)")
+    return communication, None
+
+
+def _iqr(figure: Figure) -> float:
+    return figure.spread * abs(figure.median)
+
+
+def _record(ctx, mode, name, model: Model, collective_s, wait_s, times, layer_s: list[float], timeline) -> dict:
     compute, overlap, serial = (times[(name, v)] for v in VARIANTS)
-    # A round whose serial step was not slower than its compute step measured no communication to hide.
-    efficiency = [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c] or [math.nan]
-    collective = [(s - c) / model.depth for c, s in zip(compute, serial)]
+    communication, why = communication_check(compute, serial)
+    kept = [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c]
+    per_layer = [(s - c) / model.depth for c, s in zip(compute, serial)]
     ideal = ideal_efficiency(model.depth, Figure.of(layer_s, "s", "lower").median,
-                             Figure.of(collective, "s", "lower").median)
+                             Figure.of(per_layer, "s", "lower").median)
+    measurable = why is None and bool(kept)
     return {
-        "mode": mode, "impl": name, "model": asdict(model),
+        "mode": mode, "impl": name, "model": asdict(model), "collective_ms": collective_s * 1e3,
+        "wait_ms": wait_s * 1e3,
         **figures_json(compute_ms=Figure.of([t * 1e3 for t in compute], "ms", "lower"),
                        overlap_ms=Figure.of([t * 1e3 for t in overlap], "ms", "lower"),
                        serial_ms=Figure.of([t * 1e3 for t in serial], "ms", "lower"),
-                       efficiency=Figure.of(efficiency, "", "higher", "absolute"),
-                       share=Figure.of([e / ideal for e in efficiency], "", "higher", "absolute")),
-        "ideal": ideal, "timeline": timeline, "world_size": ctx.world_size, "backend": ctx.backend,
+                       communication_ms=Figure.of([t * 1e3 for t in communication.samples], "ms", "lower")),
+        "measurable": measurable, "why_not_measurable": why if why or kept else "no round kept",
+        "dropped_rounds": len(compute) - len(kept),
+        "efficiency": Figure.of(kept, "", "higher", "absolute").to_json() if measurable else None,
+        "ideal": ideal,
+        "share": Figure.of([e / ideal for e in kept], "", "higher", "absolute").to_json() if measurable else None,
+        "timeline": timeline, "world_size": ctx.world_size, "backend": ctx.backend,
     }
 
 
 def record_timeline(steps: Steps, warmup: int = 2) -> dict:
     """One overlapped step, after ``warmup`` ones (upstream dispatches its first step's collectives late,
-    torch DDP rebuilds its buckets after it): each layer's backward span and each collective's
-    launch-to-completion span."""
+    torch DDP rebuilds its buckets after it): each layer's backward span and each collective's span."""
     from suites.multigpu.recording import patch_points
 
     for _ in range(warmup):
         steps.run("overlap")
-
-    origin = [0.0]  # set when the step begins
-    now = lambda: (time.perf_counter() - origin[0]) * 1e3  # noqa: E731 - ms since the step began
-    layers, collectives = [], []
-    handles = []
-    for index, layer in enumerate(steps.net):
-        handles.append(layer.register_full_backward_pre_hook(
-            lambda m, g, i=index: layers.append({"layer": i, "start_ms": now(), "end_ms": None})))
-        handles.append(layer.register_full_backward_hook(
-            lambda m, gi, go, i=index: _close(layers, i, now())))
-
-    def traced(fn):
-        def call(*args, **kwargs):
-            span = {"collective": len(collectives), "start_ms": now(), "end_ms": None}
-            collectives.append(span)
-            work = fn(*args, **kwargs)
-            if not kwargs.get("async_op"):
-                span["end_ms"] = now()  # a blocking call has completed when it returns
-                return work
-            try:
-                work.get_future().add_done_callback(lambda _: span.__setitem__("end_ms", now()))
-            except (AttributeError, RuntimeError, TypeError):
-                pass  # launched inside a coalescing manager: only the group's handle completes; unknown here
-            return work
-        return call
-
-    points = [(owner, attr, getattr(owner, attr)) for owner, attr in patch_points(steps.impl)]
-    steps.ctx.sync()
-    dist.barrier(group=steps.ctx.group)
-    origin[0] = time.perf_counter()
-    for owner, attr, fn in points:
-        setattr(owner, attr, traced(fn))
-    try:
-        # An input that requires grad, so that the first layer's backward hook fires after its
-        # backward rather than before it (a full backward hook waits for the grads of its inputs).
-        steps._forward_backward(steps.x.detach().requires_grad_())
-        backward_end = now()
-        steps.ddp.finish_grad_sync()
-        steps.ctx.sync()
-        end = now()
-    finally:
-        for owner, attr, fn in points:
-            setattr(owner, attr, fn)
-        for handle in handles:
-            handle.remove()
+    spans = profiled_step(steps) if steps.ctx.device.type == "cuda" else host_step(steps, patch_points(steps.impl))
     steps.ddp.zero_grad_buffer()
-    return {"layers": layers, "collectives": collectives, "backward_end_ms": backward_end, "step_end_ms": end}
-
-
-def _close(spans: list[dict], layer: int, at: float) -> None:
-    for span in reversed(spans):
-        if span["layer"] == layer and span["end_ms"] is None:
-            span["end_ms"] = at
-            return
+    return spans
 
 
 def metrics(records: list[dict]) -> list[Metric]:
-    """The emulated efficiency is gated (it measures scheduling); the real one and the times are informative."""
+    """The emulated efficiency is gated (it measures scheduling); the real one and the times are informative.
+    A figure that is not measurable here gives no metric: nothing to compare."""
     out = []
     for r in records:
         key = f"overlap/{r['mode']}/{r['impl']}"
-        out.append(Metric(f"{key}/efficiency", "", "higher", r["mode"] == "emulated",
-                          figure=figure_of(r, "efficiency")))
+        if r["efficiency"] is not None:
+            out.append(Metric(f"{key}/efficiency", "", "higher", r["mode"] == "emulated",
+                              figure=figure_of(r, "efficiency")))
         for variant in VARIANTS:
             out.append(absolute(f"{key}/{variant}_ms", figure_of(r, f"{variant}_ms")))
     return out
+
+
+def _efficiency_cells(r: dict) -> dict:
+    if r["efficiency"] is None:
+        return {"efficiency": f"not measurable here: {r['why_not_measurable']}", "ideal": "", "share of ideal": ""}
+    return {"efficiency": cell(r, "efficiency"), "ideal": f"{r['ideal']:.3f}", "share of ideal": cell(r, "share")}
 
 
 def markdown(records: list[dict]) -> str:
@@ -281,18 +276,21 @@ def markdown(records: list[dict]) -> str:
     parts = []
     for mode in MODES:
         rows = [{"impl": r["impl"], "compute (ms)": cell(r, "compute_ms"), "overlap (ms)": cell(r, "overlap_ms"),
-                 "serial (ms)": cell(r, "serial_ms"), "efficiency": cell(r, "efficiency"),
-                 "ideal": f"{r['ideal']:.3f}", "share of ideal": cell(r, "share")}
+                 "serial (ms)": cell(r, "serial_ms"), **_efficiency_cells(r),
+                 "dropped rounds": r["dropped_rounds"]}
                 for r in records if r["mode"] == mode]
         if rows:
-            model = next(r["model"] for r in records if r["mode"] == mode)
+            first = next(r for r in records if r["mode"] == mode)
+            model = first["model"]
             parts.append(f"### {mode.capitalize()} compute: {model['depth']} x Linear({model['width']}, "
-                         f"{model['width']}), batch {model['batch']}"
-                         + (f", {model['wait_ms']:g} ms backward wait per layer" if model["wait_ms"] else "")
-                         + "\n\n" + table(rows))
+                         f"{model['width']}), batch {model['batch']}; one bucket's all-reduce "
+                         f"{first['collective_ms']:.3g} ms"
+                         + (f", {first['wait_ms']:.3g} ms emulated backward per layer" if first["wait_ms"] else "")
+                         + "\n\n" + table(rows, numparse=False))
     return "\n\n".join(parts) + (
         "\n\nMedian [95% interval] over rounds. efficiency = (serial - overlap) / (serial - compute) per "
-        "round; the ideal hides every bucket's collective but the last's.")
+        "round; the ideal hides every bucket's collective but the last's. A dropped round's serial step was not "
+        "slower than its compute step.")
 
 
 def plots(records: list[dict], out: Path) -> list[Path]:

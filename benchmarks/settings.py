@@ -9,16 +9,22 @@ from .busbw import Sweep
 DEFAULT_IMPLS = ("reference", "torch", "megatron", "fsdp2")
 GLOO_LARGEST = 2**24  # bytes: 16 MiB, what two local gloo ranks sweep in seconds
 NCCL_LARGEST = 2**30  # bytes: 1 GiB, where upstream's 40M-element buckets live
+NCCL_EMULATED_WIDTH = 4096  # 64 MiB fp32 buckets
 
 
 @dataclass(frozen=True)
 class Model:
-    """Bias-free Linear(width, width) layers, one bucket each; ``wait_ms`` of emulated backward per layer."""
+    """Bias-free Linear(width, width) layers, one bucket each.
+
+    ``wait_ratio``: each layer's backward also takes emulated compute of this many times one bucket's
+    measured collective time (benchmarks/overlap.py), so communication is the same share of the step on
+    any interconnect; 0 for the layers' real backward only.
+    """
 
     width: int = 1024
     depth: int = 8
     batch: int = 32
-    wait_ms: float = 0.0
+    wait_ratio: float = 0.0
 
     @property
     def bucket_elements(self) -> int:
@@ -35,18 +41,22 @@ class BenchSettings:
     warmup: int = 3
     impls: tuple[str, ...] = DEFAULT_IMPLS
     """Implementations (ddp level) whose overlap and step time are measured, side by side."""
-    emulated: Model = Model(batch=4, wait_ms=6.0)
-    """Batch 4 keeps the layers' real backward under a millisecond: the 6 ms waits are the compute."""
+    emulated: Model = Model(batch=4, wait_ratio=1.0)
+    """Batch 4 keeps the layers' real backward well under a bucket's collective: the waits are the compute."""
     real: Model = Model(depth=6)
     smoke: bool = False
 
     @classmethod
     def for_backend(cls, backend: str, largest: int | None = None, **changes) -> "BenchSettings":
+        """On NCCL: buckets up to 1 GiB in the sweep, and 64 MiB emulated-overlap buckets, whose collective
+        outlasts a layer's launch overheads."""
         top = largest or (NCCL_LARGEST if backend == "nccl" else GLOO_LARGEST)
+        if backend == "nccl":
+            changes.setdefault("emulated", Model(width=NCCL_EMULATED_WIDTH, batch=4, wait_ratio=1.0))
         return cls(busbw=Sweep.geometric(2**10, top, rounds=10), **changes)
 
     def smoked(self) -> "BenchSettings":
         """Each benchmark once on tiny inputs: proves the code paths and checks; the timings mean nothing."""
         tiny = Model(width=64, depth=3, batch=4)
         return replace(self, busbw=Sweep.geometric(2**10, 2**12, rounds=1, warmup=0), rounds=1, emulated_rounds=1,
-                       warmup=0, emulated=replace(tiny, wait_ms=1.0), real=tiny, smoke=True)
+                       warmup=0, emulated=replace(tiny, wait_ratio=1.0), real=tiny, smoke=True)

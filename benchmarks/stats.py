@@ -26,6 +26,10 @@ from scipy import stats
 
 CONFIDENCE = 0.95
 UNSTABLE_LIMITS = {"relative": 0.10, "absolute": 0.05}
+UNSTABLE_MARK = "†"
+UNSTABLE_FOOTNOTE = (f"{UNSTABLE_MARK} unstable: the samples' interquartile range passes "
+                     f"{UNSTABLE_LIMITS['relative']:.0%} of the median ({UNSTABLE_LIMITS['absolute']:g} absolute "
+                     "for efficiencies); read the figure as noise-bound.")
 BETTER = ("higher", "lower")
 
 
@@ -115,13 +119,9 @@ def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[f
 
 
 def describe(figure: Figure, digits: int = 4) -> str:
-    """``median [low, high]`` with the unit, and a warning when unstable: one table cell."""
+    """``median [low, high]``, marked when unstable (``UNSTABLE_FOOTNOTE`` says what the mark means): one cell."""
     fmt = f"{{:.{digits}g}}"
     text = fmt.format(figure.median)
     interval = figure.interval
     text += f" [{fmt.format(interval[0])}, {fmt.format(interval[1])}]" if interval else " [n<6]"
-    if figure.unstable:
-        limit = UNSTABLE_LIMITS[figure.spread_kind]
-        kind = "IQR/median" if figure.spread_kind == "relative" else "IQR"
-        text += f" UNSTABLE ({kind} {figure.spread:.2g} > {limit:g})"
-    return text
+    return text + (f" {UNSTABLE_MARK}" if figure.unstable else "")

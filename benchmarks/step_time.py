@@ -13,7 +13,8 @@ import torch
 
 from reference.config import DDPConfig
 
-from .overlap import layer_stack, timing_variant
+from .emulation import layer_stack
+from .overlap import timing_variant
 from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
 from .stats import Figure, ratios
 from .timing import timed

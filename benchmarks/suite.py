@@ -3,13 +3,15 @@
 Ranks are spawned here (``--world-size`` of them, gloo on CPU, NCCL when
 every rank has a GPU) or are torchrun's, over one node or several. Every
 rank returns the same records; each node's first rank also describes its
-node (host, CPU, devices, NCCL version and NCCL_* settings), so a run
-records every node it ran on.
+node while the benchmarks run (``reports.node``), so a run records every
+node it ran on. The single-process benchmarks run once, in the process that
+writes the run (rank 0), after the ranks have left their group: under
+torchrun, running them on every rank would time each one under as many
+copies of itself as the node has ranks.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Callable, Sequence
@@ -30,50 +32,42 @@ def selected(names: Sequence[str] | None):
     return [b for b in BENCHMARKS if names is None or b.name in names]
 
 
-def node_record(ctx) -> dict | None:
-    """This node's description, from its first rank (plain mode: one node, rank 0)."""
-    if int(os.environ.get("LOCAL_RANK", ctx.rank)) != 0:
-        return None
-    from reports.hardware import collect_host, collect_torch
-
-    torch_info = collect_torch()
-    return {
-        "node_rank": int(os.environ.get("GROUP_RANK", 0)),
-        "first_rank": ctx.rank,
-        "local_ranks": int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world_size)),
-        "host": collect_host(),
-        "devices": [d["name"] for d in torch_info["devices"]],
-        "nccl_version": torch_info["nccl_version"],
-        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
-        "backend": ctx.backend,
-    }
-
-
 def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
-    out = {"node": node_record(ctx)}
+    from reports.node import NodeProbe, first_rank_of_node
+
+    probe = NodeProbe(ctx) if first_rank_of_node(ctx) else None
+    out = {}
     for benchmark in (b for b in BENCHMARKS if b.name in names):
         start = time.monotonic()
         out[benchmark.name] = benchmark.run(ctx, settings)
         if ctx.rank == 0:
             print(f"[benchmarks] {benchmark.name}: {time.monotonic() - start:.1f}s", file=sys.stderr, flush=True)
+    out["node"] = probe.finish() if probe else None
     return out
 
 
-def run_benchmarks(settings: BenchSettings, world_size: int, names: Sequence[str] | None = None,
-                   progress: Progress = print) -> dict:
-    """``{benchmark name: records}`` plus ``nodes``: every node's description, by node rank."""
-    chosen = selected(names)
-    on_ranks = [b.name for b in chosen if b.on_ranks]
+def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequence[str] | None = None,
+                        progress: Progress = print) -> dict:
+    """``{benchmark name: records}`` of the multi-rank benchmarks, plus ``nodes``: every node, by node rank."""
+    on_ranks = [b.name for b in selected(names) if b.on_ranks]
     results: dict = {"nodes": []}
-    if on_ranks:
-        progress(f"benchmarks on {world_size} ranks: {', '.join(on_ranks)}")
-        per_rank = run_on_ranks(_on_every_rank, world_size, settings, on_ranks)
-        results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n["node_rank"])
-        for benchmark in (b for b in chosen if b.on_ranks):
-            records = per_rank[0][benchmark.name]
-            benchmark.record.check(benchmark.name, records)
-            results[benchmark.name] = records
-    for benchmark in (b for b in chosen if not b.on_ranks):
+    if not on_ranks:
+        return results
+    progress(f"benchmarks on {world_size} ranks: {', '.join(on_ranks)}")
+    per_rank = run_on_ranks(_on_every_rank, world_size, settings, on_ranks)
+    results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n["node_rank"])
+    for benchmark in (b for b in BENCHMARKS if b.name in on_ranks):
+        records = per_rank[0][benchmark.name]
+        benchmark.record.check(benchmark.name, records)
+        results[benchmark.name] = records
+    return results
+
+
+def run_single_process_benchmarks(settings: BenchSettings, names: Sequence[str] | None = None,
+                                  progress: Progress = print) -> dict:
+    """``{benchmark name: records}`` of the benchmarks that run in one process."""
+    results = {}
+    for benchmark in (b for b in selected(names) if not b.on_ranks):
         progress(f"benchmark {benchmark.name} (one process)")
         records = benchmark.run(settings)
         benchmark.record.check(benchmark.name, records)

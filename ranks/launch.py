@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from .address import address_of
 from .context import RankContext
-from .groups import join, pick_backend, torchrun_store
+from .groups import join, leave, pick_backend, torchrun_store
 from .outcome import call_check
 from .pool import PoolError, WorkerPool
 from .settings import Settings, launched_by_torchrun
@@ -42,6 +42,13 @@ def torchrun_context(pg_timeout: float = 300.0) -> RankContext:
         _torchrun_ctx = join(settings, rank=rank, local_rank=local_rank, backend=backend,
                              store=torchrun_store(settings, rank))
     return _torchrun_ctx
+
+
+def leave_torchrun() -> None:
+    """Leave the torchrun group (NCCL communicators and all), so this process can go on alone."""
+    global _torchrun_ctx
+    leave()
+    _torchrun_ctx = None
 
 
 def run_on_ranks(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 1800.0,

@@ -42,3 +42,18 @@ class Settings:
 
 def launched_by_torchrun(environ: Mapping[str, str] = os.environ) -> bool:
     return all(name in environ for name in TORCHRUN_ENV)
+
+
+# Everything torchrun's agent tells its workers. A child process that inherits them believes it is a
+# rank of that job and waits at a store whose other ranks have moved on.
+TORCHRUN_VARIABLES = (
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+    "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+)
+TORCHRUN_PREFIXES = ("TORCHELASTIC_",)
+
+
+def outside_torchrun(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """``environ`` without torchrun's variables: for a child process that must start a job of its own."""
+    return {k: v for k, v in environ.items()
+            if k not in TORCHRUN_VARIABLES and not k.startswith(TORCHRUN_PREFIXES)}

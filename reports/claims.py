@@ -83,6 +83,8 @@ def _padding_ratio(collective: str) -> Callable[[dict], Measured]:
         if not rows:
             return Measured("", missing="no bus-bandwidth sweep in this run")
         top = max(rows, key=lambda r: r["requested_count"])
+        if top["effective_ratio_to_unpadded"] is None:
+            return Measured("", missing="one rank: no bus traffic, so no busbw ratio")
         return Measured(f"{collective}, effective busbw ratio to unpadded at {top['size_bytes']:,} B",
                         figure_of(top, "effective_ratio_to_unpadded"))
     return measure
@@ -92,6 +94,9 @@ def _overlap(results: dict) -> Measured:
     record = _record(results, "overlap", mode="emulated", impl="reference")
     if record is None:
         return Measured("", missing="no emulated overlap measurement of the reference in this run")
+    if record["efficiency"] is None:
+        return Measured("", missing=f"the reference's emulated overlap is not measurable here: "
+                                    f"{record['why_not_measurable']}")
     return Measured("the reference's emulated-compute overlap efficiency", figure_of(record, "efficiency"))
 
 

@@ -19,9 +19,11 @@ carries the samples it was measured from or is *exact* (a count).
 - A metric without samples on one side (a run written before schema 2):
   the old rule, a move beyond the threshold, with a note saying so.
 
-``python -m reports.compare`` compares ``latest`` with the run before it;
-``python -m reports.compare OLD NEW`` compares two runs (names under
-``--root`` or directories). With ``--fail-on-regression`` the exit code is 1
+``python -m reports.compare`` compares ``latest`` with the newest earlier run
+of the same setup (``reports.comparable``: backend, world size, launch mode,
+nodes, devices); ``python -m reports.compare OLD NEW`` compares two runs
+(names under ``--root`` or directories), and gates nothing when their setups
+differ. With ``--fail-on-regression`` the exit code is 1
 when a gated metric regressed; informative regressions are reported only.
 """
 
@@ -38,7 +40,8 @@ from scipy import stats
 from benchmarks.stats import BETTER, Figure, describe
 
 from .render import table
-from .runs import RunError, latest, load_results, previous_run
+from .comparable import why_not_comparable
+from .runs import RunError, latest, load_results, previous_comparable
 from .writer import DEFAULT_ROOT
 
 ALPHA = 0.05
@@ -366,16 +369,17 @@ def _resolve(arg: str, root: Path) -> Path:
     return path if path.is_dir() else root / arg
 
 
-def pick_runs(old: str | None, new: str | None, root: Path) -> tuple[Path, Path]:
-    """No argument: latest and the run before it; one: that run against latest; two: those runs."""
+def pick_runs(old: str | None, new: str | None, root: Path) -> tuple[Path, Path, list[str]]:
+    """No argument: latest and the newest earlier run of its setup; one: that run against latest; two: those
+    runs. Also a line for each run passed over because its setup differs or it cannot be read."""
     new_dir = _resolve(new, root) if new else latest(root)
     if old:
-        return _resolve(old, root), new_dir
-    before = previous_run(new_dir.parent, new_dir.name)
+        return _resolve(old, root), new_dir, []
+    before, passed = previous_comparable(new_dir.parent, new_dir.name, load_results(new_dir))
     if before is None:
-        raise RunError(f"got no run before {new_dir.name} in {new_dir.parent}, "
-                       f"but should be at least two runs to compare")
-    return before, new_dir
+        raise RunError(f"got no earlier run of the same setup as {new_dir.name} in {new_dir.parent}, but should "
+                       f"be at least two runs to compare" + "".join(f"\n  passed over {p}" for p in passed))
+    return before, new_dir, passed
 
 
 def _prefix_threshold(text: str) -> tuple[str, float]:
@@ -410,15 +414,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit 0 when fine, 1 on a gated regression with --fail-on-regression, 2 when runs cannot be compared."""
+    """Exit 0 when fine (or the runs are not comparable: nothing is gated), 1 on a gated regression with
+    --fail-on-regression, 2 when runs cannot be read."""
     args = parse_args(argv)
     thresholds = dict(args.prefix_threshold)
     try:
-        old_dir, new_dir = pick_runs(args.old, args.new, args.root)
-        changes = compare_runs(old_dir, new_dir, args.threshold, thresholds, args.alpha, args.gate)
+        old_dir, new_dir, passed = pick_runs(args.old, args.new, args.root)
+        old, new = load_results(old_dir), load_results(new_dir)
+        why = why_not_comparable(old, new)
+        changes = [] if why else compare_metrics(old["metrics"], new["metrics"], args.threshold, thresholds,
+                                                  args.alpha, gate=args.gate)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for line in passed:
+        print(f"Passed over {line}")
+    if why:
+        print(f"{new_dir.name} is not comparable with {old_dir.name}: {why}. Nothing is gated.")
+        return 0
     print(f"Comparing {new_dir.name} with {old_dir.name}\n")
     print(comparison_markdown(changes, args.threshold, args.alpha), end="")
     return 1 if args.fail_on_regression and gated_regressions(changes) else 0

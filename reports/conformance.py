@@ -1,7 +1,10 @@
 """Run a suite against one implementation in a child pytest and summarise its JUnit XML.
 
-A child process per run keeps implementations from sharing imported state,
-and the same command works under torchrun later.
+A child process per run keeps implementations from sharing imported state.
+The child gets a clean environment: under torchrun (``torchrun -m reports``)
+this process is a rank of a job, and a child that inherited torchrun's
+variables would start as a rank of that job too and wait for peers that have
+moved on. It spawns its own ranks instead, as many as it is told.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ranks.groups import visible_devices_before_hiding
+from ranks.settings import WORLD_SIZE_ENV, outside_torchrun
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,13 +44,29 @@ class SuiteResult:
         return self.exit_code in (0, 5) and not self.failed and not self.errors
 
 
-def run_suite(suite: str, impl: str, extra_args: list[str] | None = None) -> SuiteResult:
-    """``pytest <suite> --impl <impl>`` in a child process; outcomes read back from JUnit XML."""
+def child_environment(world_size: int | None = None) -> dict[str, str]:
+    """This process's environment without torchrun's variables, with the GPUs it hid from itself visible
+    again, and ``world_size`` ranks for the multi-rank suite."""
+    env = outside_torchrun(os.environ)
+    hidden, visible = visible_devices_before_hiding()
+    if hidden:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        if visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible
+    if world_size is not None:
+        env[WORLD_SIZE_ENV] = str(world_size)
+    return env
+
+
+def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_size: int | None = None
+              ) -> SuiteResult:
+    """``pytest <suite> --impl <impl>`` in a child process (``world_size`` ranks for the multi-rank suite);
+    outcomes read back from JUnit XML."""
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", suite, f"--impl={impl}", f"--junitxml={xml_path}",
                "-p", "no:cacheprovider", "-q", *(extra_args or [])]
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=os.environ.copy())
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=child_environment(world_size))
         result = SuiteResult(suite=suite, impl=impl, exit_code=proc.returncode)
         result.header = _header_line(proc.stdout)
         if xml_path.exists():

@@ -54,6 +54,11 @@ P2P_STATUSES = {
     6: "UNKNOWN",
 }
 
+# NVML_COMPUTEMODE_* (nvmlComputeMode_t): who may create a context on the GPU.
+COMPUTE_MODES = {0: "DEFAULT", 1: "EXCLUSIVE_THREAD", 2: "PROHIBITED", 3: "EXCLUSIVE_PROCESS"}
+# Modes in which a second process cannot use the GPU: one rank per GPU and nothing else may touch it.
+RESTRICTED_COMPUTE_MODES = ("EXCLUSIVE_THREAD", "PROHIBITED", "EXCLUSIVE_PROCESS")
+
 # nvmlValueType_t -> the member of nvmlValue_t holding the number.
 FIELD_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
@@ -145,10 +150,18 @@ def nccl_version(torch: Any) -> str | None:
 
 
 def torch_devices(torch: Any) -> list[dict]:
-    """Each torch CUDA device with its UUID, so torch index -> NVML device can be mapped."""
+    """Each torch CUDA device with its UUID, so torch index -> NVML device can be mapped.
+
+    A device this process may not use (another process holds it in an exclusive compute mode) is
+    recorded with the error instead of failing the run.
+    """
     devices = []
     for index in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(index)
+        try:
+            props = torch.cuda.get_device_properties(index)
+        except RuntimeError as exc:
+            devices.append({"index": index, "name": "unusable", "uuid": None, "error": str(exc).splitlines()[0]})
+            continue
         uuid = getattr(props, "uuid", None)
         devices.append({
             "index": index,
@@ -312,6 +325,8 @@ def collect_device(nvml: Any, index: int) -> dict:
         "power_draw_w": query(nvml, "nvmlDeviceGetPowerUsage", handle, convert=milliwatts_to_watts),
         "power_limit_w": query(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle, convert=milliwatts_to_watts),
         "temperature_c": query(nvml, "nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU),
+        "compute_mode": query(nvml, "nvmlDeviceGetComputeMode", handle,
+                              convert=lambda m: COMPUTE_MODES.get(m, f"unknown ({m})")),
         "pcie_generation": query(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
         "pcie_generation_max": query(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
         "pcie_width": query(nvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),

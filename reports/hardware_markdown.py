@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .hardware import TOPOLOGY_LEVELS, is_unsupported
+from .hardware import RESTRICTED_COMPUTE_MODES, TOPOLOGY_LEVELS, is_unsupported
 from .render import bytes_label, table
 
 
@@ -66,6 +66,7 @@ def device_row(d: dict) -> dict:
         "mem MHz now / max": pair(d["memory_clock_mhz"], d["memory_clock_max_mhz"]),
         "power W / limit": pair(d["power_draw_w"], d["power_limit_w"], lambda w: f"{w:.0f}"),
         "temp C": cell(d["temperature_c"]),
+        "compute mode": cell(d.get("compute_mode")),
         "PCIe gen x width (max)": f"{pair(d['pcie_generation'], d['pcie_width'], sep=' x')} "
                                   f"({pair(d['pcie_generation_max'], d['pcie_width_max'], sep=' x')})",
     }
@@ -126,20 +127,56 @@ def traffic_table(delta: dict) -> str:
             f"over all links):\n\n" + table(rows, numparse=False))
 
 
-def gpu_sections(nvml: dict, nvlink_delta: dict | None) -> list[str]:
+def restricted_modes(nvml: dict) -> str | None:
+    """A plain sentence when some GPU refuses other processes (exclusive or prohibited compute mode)."""
+    held = [(d["index"], d.get("compute_mode")) for d in nvml["devices"]
+            if d.get("compute_mode") in RESTRICTED_COMPUTE_MODES]
+    if not held:
+        return None
+    listed = ", ".join(f"GPU {i} ({mode})" for i, mode in held)
+    return (f"Compute mode: {listed}. Only one process may use such a GPU: run one rank per GPU "
+            "(torchrun --nproc-per-node = GPUs), and expect the suites' spawned ranks and anything else that "
+            "touches a GPU already in use to be refused; the report records those devices as unusable rather "
+            "than failing.")
+
+
+def telemetry_table(telemetry: dict) -> str:
+    """Min / median / max of each GPU's SM clock, power, temperature and utilization while the benchmarks ran."""
+    if not telemetry.get("available"):
+        return f"GPU telemetry during the benchmarks: none ({telemetry.get('reason')})."
+    fields = (("sm_clock_mhz", "SM MHz"), ("power_w", "power W"), ("temperature_c", "temp C"),
+              ("utilization_pct", "util %"))
+    rows = [{"nvml": d["index"], **{label: _spread(d.get(name)) for name, label in fields}}
+            for d in telemetry["devices"]]
+    return (f"GPU telemetry while the benchmarks ran (sampled every {telemetry['interval_s']:g} s; "
+            "min / median / max):\n\n" + table(rows, numparse=False))
+
+
+def _spread(stats: dict | None) -> str:
+    if not stats:
+        return "n/a"
+    return f"{stats['min']:.0f} / {stats['median']:.0f} / {stats['max']:.0f}"
+
+
+def gpu_sections(nvml: dict, nvlink_delta: dict | None, telemetry: dict | None) -> list[str]:
     head = (f"NVIDIA driver {cell(nvml['driver_version'])}, CUDA driver {cell(nvml['cuda_driver_version'])}, "
             f"NVML {cell(nvml['nvml_version'])}. NVML indices ignore CUDA_VISIBLE_DEVICES; the torch "
             f"column maps them to torch device indices by UUID.")
     sections = [head, devices_table(nvml), nvlink_table(nvml)]
+    restricted = restricted_modes(nvml)
+    if restricted:
+        sections.append(restricted)
     if len(nvml["devices"]) > 1:
         sections.append(pairs_matrix(nvml))
     if nvlink_delta is not None:
         sections.append(traffic_table(nvlink_delta))
+    if telemetry is not None:
+        sections.append(telemetry_table(telemetry))
     return sections
 
 
-def hardware_markdown(hw: dict, nvlink_delta: dict | None = None) -> str:
-    """The report's hardware section: host table, then the GPUs or a plain sentence that there are none."""
+def hardware_markdown(hw: dict, nvlink_delta: dict | None = None, telemetry: dict | None = None) -> str:
+    """One node's hardware: host table, then the GPUs or a plain sentence that there are none."""
     nvml = hw["nvml"]
     sections = [host_table(hw)]
     if not nvml["available"]:
@@ -147,7 +184,7 @@ def hardware_markdown(hw: dict, nvlink_delta: dict | None = None) -> str:
     elif not nvml["devices"]:
         sections.append(f"No NVIDIA GPU: NVML found no device (device count: {cell(nvml['device_count'])}).")
     else:
-        sections.extend(gpu_sections(nvml, nvlink_delta))
+        sections.extend(gpu_sections(nvml, nvlink_delta, telemetry))
     return "\n\n".join(sections)
 
 

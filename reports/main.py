@@ -1,11 +1,16 @@
 """The main job: benchmarks, conformance suites and hardware, written as one report run.
 
 ``python -m reports`` (what ``tox -e report`` runs) writes
-``reports/runs/<UTC time>/`` with ``report.md``, ``results.json`` (schema 2,
+``reports/runs/<UTC time>/`` with ``report.md``, ``results.json`` (schema 3,
 reports/schema.md) and PNG plots, points ``reports/runs/latest`` at it, and
-compares it with the run before (the nightly gate, ``reports.compare``).
-Under ``torchrun`` every rank of every node joins the benchmarks (NCCL on
-GPUs) and rank 0 alone runs the suites and writes.
+compares it with the newest earlier run of the same setup (the nightly gate,
+``reports.compare``; ``reports.comparable``).
+
+Under ``torchrun`` every rank of every node joins the multi-rank benchmarks
+(NCCL on GPUs), each node's first rank describes its node, then every rank
+leaves the group; rank 0 alone goes on to the single-process benchmarks, the
+suites and the strength runs (each a child process with a clean environment
+and ``--world-size`` ranks of its own) and writes the run.
 """
 
 from __future__ import annotations
@@ -22,21 +27,25 @@ from typing import Sequence
 
 from benchmarks import BENCHMARKS
 from benchmarks.settings import DEFAULT_IMPLS, BenchSettings
-from benchmarks.suite import run_benchmarks
+from benchmarks.stats import UNSTABLE_MARK
+from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
 from ranks import launched_by_torchrun
+from ranks.groups import pick_backend
+from ranks.launch import leave_torchrun
 
-from . import compare, hardware, mutation, overhead, strength
+from . import compare, mutation, overhead, strength
 from .claims import claims_markdown
+from .comparable import run_setup, setup_label
 from .conformance import SuiteResult, run_suite
 from .hardware_markdown import hardware_markdown, nodes_markdown
 from .metrics import collect_metrics
-from .nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
-from .render import conformance_markdown
-from .runs import RunError, load_results, readable_runs
+from .render import conformance_markdown, with_unstable_footnote
+from .runs import load_results, previous_comparable, readable_runs
+from .summary import summary_markdown
 from .trend import plot_trend, trend, trend_markdown
 from .writer import DEFAULT_ROOT, dump_json, latest_run, run_name, write_run
 
-SCHEMA = 2
+SCHEMA = 3
 DEFAULT_SUITES = ("suites/layout", "suites/multigpu")
 
 
@@ -55,7 +64,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help=f"repeatable (default: all: {', '.join(b.name for b in BENCHMARKS)})")
     parser.add_argument("--out", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed on to each suite run")
-    parser.add_argument("--world-size", type=int, default=2, help="benchmark ranks when not under torchrun")
+    parser.add_argument("--world-size", type=int, default=2,
+                        help="ranks the suites spawn, and the benchmarks' ranks when not under torchrun (default 2; "
+                             "1 on a node with one GPU)")
     parser.add_argument("--rounds", type=int, default=15, help="samples per overlap/step-time/harness figure")
     parser.add_argument("--busbw-max-bytes", type=int,
                         help="largest bucket of the bus-bandwidth sweep (default 16 MiB on gloo, 1 GiB on NCCL)")
@@ -86,8 +97,8 @@ def run_conformance(args) -> list[SuiteResult]:
     results = []
     for suite in args.suite or DEFAULT_SUITES:
         for impl in args.impl or DEFAULT_IMPLS:
-            progress(f"running {suite} against {impl}")
-            result = run_suite(suite, impl, args.pytest_arg)
+            progress(f"running {suite} against {impl} ({args.world_size} ranks)")
+            result = run_suite(suite, impl, args.pytest_arg, world_size=args.world_size)
             progress(f"  {impl}: {result.passed} passed, {result.failed + result.errors} failed, "
                      f"{result.skipped} skipped in {result.seconds:.1f}s")
             results.append(result)
@@ -99,12 +110,11 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
     seed_rows = [r for r in results["overhead"] if (r["model"], r["dp"]) in overhead.SEED_CLAIMS]
     parts = [
         "# Bucketed gradient synchronization: conformance and benchmark report",
-        f"Run {run['name']} on {run['host']}: {run['mode']} mode, {run['world_size']} ranks over "
-        f"{len(results['nodes']) or 1} node(s), backend {run['backend']}"
+        f"Run {run['name']} on {run['host']}: {setup_label(run['setup'])}"
         f"{' (SMOKE: timings mean nothing)' if run['smoke'] else ''}. Timed figures are medians "
-        "[95% interval of the median] over repeated rounds; UNSTABLE marks a spread past its limit.",
-        "## Hardware", nodes_markdown(results["nodes"]),
-        hardware_markdown(results["hardware"], results.get("nvlink_delta")),
+        f"[95% interval of the median] over repeated rounds; {UNSTABLE_MARK} marks a figure whose spread passes "
+        "its limit.",
+        "## Summary", summary_markdown(results),
         "## Conformance", conformance_markdown([SuiteResult(**r) for r in results["conformance"]])
         if results["conformance"] else "Not run (--no-suites).",
         "## Suite strength: deliberately broken implementations",
@@ -112,7 +122,7 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
         "Not run (smoke mode, --no-suites or --no-strength); tests/test_suite_strength.py checks the catalogue "
         "in CI.",
         mutation.score_markdown(),
-        "## Comparison with the previous run", comparison,
+        "## Comparison with the previous run of this setup", comparison,
         "## Trend over the runs", trend_text,
         "## The design notes' claims, checked", claims_markdown(results),
     ]
@@ -127,27 +137,27 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
         "derivation (docs/errata.md).",
         overhead.render_markdown(seed_rows),
         "## Padding overhead: all models, dp and policies", overhead.render_markdown(results["overhead"]),
+        "## Hardware", nodes_markdown(results["nodes"]),
     ]
+    parts += [f"### Node {node['node_rank']}: {node['host']['hostname']}\n\n"
+              + hardware_markdown(node["hardware"], node.get("nvlink_delta"), node.get("telemetry"))
+              for node in results["nodes"]]
     if results.get("plots"):
         parts += ["## Plots", "\n".join(f"![{p}]({p})" for p in results["plots"])]
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(with_unstable_footnote(part) for part in parts) + "\n"
 
 
-def compare_with_previous(root: Path, metrics: dict, threshold: float, smoke: bool,
-                          gate: Sequence[str] = ()) -> tuple[str, list]:
-    """Markdown of the comparison with the newest earlier run, and its gated regressions."""
-    previous = latest_run(root)
-    if previous is None or not (previous / "results.json").exists():
-        return "No previous run to compare with.", []
-    try:
-        old = load_results(previous)
-    except RunError as exc:
-        return f"The previous run {previous.name} cannot be compared: {exc}", []
-    if old.get("run", {}).get("smoke") != smoke:
-        return f"Previous run {previous.name} is {'not ' if smoke else ''}a smoke run: not compared.", []
-    changes = compare.compare_metrics(old["metrics"], metrics, threshold, gate=gate)
-    return f"Against {previous.name}. {compare.comparison_markdown(changes, threshold)}", \
-        compare.gated_regressions(changes)
+def compare_with_previous(root: Path, name: str, results: dict, threshold: float,
+                          gate: Sequence[str] = ()) -> tuple[str, list, str | None]:
+    """Markdown of the comparison with the newest earlier run of the same setup, its gated regressions, and
+    that run's name (None when there is none)."""
+    previous, passed = previous_comparable(root, name, results)
+    notes = "".join(f"Passed over {line}.\n\n" for line in passed)
+    if previous is None:
+        return notes + "No earlier run of this setup to compare with: nothing is gated.", [], None
+    changes = compare.compare_metrics(load_results(previous)["metrics"], results["metrics"], threshold, gate=gate)
+    return (notes + f"Against {previous.name}. {compare.comparison_markdown(changes, threshold)}",
+            compare.gated_regressions(changes), previous.name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -155,37 +165,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     torchrun = launched_by_torchrun()
     rank = int(os.environ["RANK"]) if torchrun else 0
     world_size = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
-    from ranks.groups import pick_backend
-
     backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
     settings = bench_settings(args, backend)
-    nvlink_before = nvlink_throughput_sample() if rank == 0 else None
-    bench = run_benchmarks(settings, world_size, args.benchmark, progress if rank == 0 else lambda _: None)
+    report = progress if rank == 0 else lambda _: None
+    bench = run_rank_benchmarks(settings, world_size, args.benchmark, report)
+    if torchrun:
+        leave_torchrun()
     if rank != 0:
         return 0
-    nvlink_after = nvlink_throughput_sample()
+    bench.update(run_single_process_benchmarks(settings, args.benchmark, progress))
     conformance = [] if args.no_suites else run_conformance(args)
     strength_rows = []
     if not (args.smoke or args.no_strength or args.no_suites):
         progress("suite strength: every broken implementation against its suite")
         strength_rows = strength.strength_records(strength.measure_strength(progress))
     name = run_name()
+    run = {"name": name, "host": platform.node() or "unknown", "mode": "torchrun" if torchrun else "plain",
+           "world_size": world_size, "backend": backend, "smoke": args.smoke}
+    run["setup"] = run_setup(run, bench["nodes"])
     results = {
         "schema": SCHEMA,
-        "run": {"name": name, "host": platform.node() or "unknown", "mode": "torchrun" if torchrun else "plain",
-                "world_size": world_size, "backend": backend, "smoke": args.smoke},
+        "run": run,
         "settings": asdict(settings),
-        "hardware": hardware.collect_hardware(),
-        "nvlink_delta": nvlink_throughput_delta(nvlink_before, nvlink_after)
-        if nvlink_before and nvlink_after else None,
         "conformance": [asdict(r) for r in conformance],
+        "suite_world_size": None if args.no_suites else args.world_size,
         "strength": strength_rows,
         **bench,
         "overhead": overhead.overhead_table(),
     }
     results["metrics"] = collect_metrics(results)
-    comparison, regressions = compare_with_previous(args.out, results["metrics"], args.threshold, args.smoke,
-                                                    args.gate)
+    comparison, regressions, previous = compare_with_previous(args.out, name, results, args.threshold, args.gate)
+    results["compared_with"] = {"run": previous, "gated_regressions": [c.key for c in regressions]}
     history = [*readable_runs(args.out), (name, results)]
     series = trend(history)
     files: dict[str, str | bytes] = {}
@@ -195,12 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["plots"] = [p.relative_to(tmp).as_posix() for p in written]
         for rel in results["plots"]:
             files[rel] = (Path(tmp) / rel).read_bytes()
-    report = build_report(results, comparison, trend_markdown(series, [n for n, _ in history]))
-    files.update({"report.md": report, "results.json": dump_json(results)})
-    run = write_run(files, root=args.out, name=name)
-    print(report)
-    progress(f"wrote {run}/report.md")
+    text = build_report(results, comparison, trend_markdown(series, [n for n, _ in history]))
+    files.update({"report.md": text, "results.json": dump_json(results)})
+    written_run = write_run(files, root=args.out, name=name)
+    print(text)
+    progress(f"wrote {written_run}/report.md")
     ok = all(r.ok for r in conformance) and all(r["wrong"] == 0 for r in results.get("busbw", []))
     if not ok:
         return 1
     return 1 if args.fail_on_regression and regressions else 0
+
+

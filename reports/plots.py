@@ -58,33 +58,38 @@ def _title(subject: str, records: list[dict]) -> str:
 
 
 def _plot_collective(collective: str, records: list[dict], path: Path) -> Path:
-    """Effective busbw (the payload's) over the bucket's size before padding; raw busbw dashed and faint."""
+    """Effective busbw (the payload's) over the bucket's size before padding; raw busbw dashed and faint.
+    At one rank, where busbw is undefined, algbw."""
     fig = new_figure()
     ax = fig.add_subplot()
+    bus = records[0]["busbw_gbps"] is not None
+    shown = "effective_busbw_gbps" if bus else "algbw_gbps"
     lines: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in records:
         lines[(r["policy"], r["placement"])].append(r)
     for (policy, placement), rows in sorted(lines.items()):
         rows.sort(key=lambda r: r["requested_count"])
         xs = [r["requested_count"] * r["size_bytes"] // r["count"] for r in rows]
-        medians, errors = zip(*(_median_and_error(r["effective_busbw_gbps"]) for r in rows))
+        medians, errors = zip(*(_median_and_error(r[shown]) for r in rows))
         drawn = ax.errorbar(xs, medians, yerr=list(zip(*errors)), marker="o", capsize=3,
                             label=f"{policy}, {placement}")
-        if policy != "unpadded":
+        if bus and policy != "unpadded":
             raw = [_median_and_error(r["busbw_gbps"])[0] for r in rows]
             ax.plot(xs, raw, linestyle="--", alpha=0.35, color=drawn.lines[0].get_color())
     wrong = [r for r in records if r.get("wrong")]
     if wrong:  # a fast wrong answer is not a result: mark it where it would be read
         ax.scatter([r["requested_count"] * r["size_bytes"] // r["count"] for r in wrong],
-                   [_median_and_error(r["effective_busbw_gbps"])[0] for r in wrong],
+                   [_median_and_error(r[shown])[0] for r in wrong],
                    marker="x", s=80, color="red", zorder=3, label="wrong results")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=2))
     ax.xaxis.set_major_formatter(FuncFormatter(bytes_label))
     ax.set_xlabel("bucket size before padding (log2)")
-    ax.set_ylabel("effective bus bandwidth (GB/s): the bucket's own bytes")
+    ax.set_ylabel("effective bus bandwidth (GB/s): the bucket's own bytes" if bus else
+                  "algorithm bandwidth (GB/s): one rank, no bus traffic")
     ax.set_ylim(bottom=0)
-    ax.set_title(_title(f"{collective}: what padding buys the payload (dashed: raw busbw)", records))
+    ax.set_title(_title(f"{collective}: what padding buys the payload (dashed: raw busbw)" if bus else
+                        f"{collective}: one rank, algbw", records))
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize="small")
     return save(fig, path)

@@ -6,9 +6,12 @@ reads like ``38.19 MiB`` through ``bytes_label``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tabulate import tabulate
+
+from benchmarks.stats import UNSTABLE_FOOTNOTE, UNSTABLE_MARK
 
 BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -26,6 +29,14 @@ def bytes_label(size_bytes: float, _pos: Any = None) -> str:
     while abs(value) >= 1024 and unit < len(BINARY_UNITS) - 1:
         value, unit = value / 1024, unit + 1
     return f"{value:.4g} {BINARY_UNITS[unit]}"
+
+
+_MARKED_CELL = re.compile(rf"{re.escape(UNSTABLE_MARK)}\s*\|")
+
+
+def with_unstable_footnote(section: str) -> str:
+    """A report section, with the one footnote explaining the unstable mark when a table cell of it carries it."""
+    return f"{section}\n\n{UNSTABLE_FOOTNOTE}" if _MARKED_CELL.search(section) else section
 
 
 def conformance_markdown(results: list) -> str:

@@ -14,9 +14,11 @@ import json
 import warnings
 from pathlib import Path
 
+from .comparable import why_not_comparable
 from .writer import DEFAULT_ROOT, latest_run
 
-SCHEMAS = (1, 2)  # 1: one value per metric; 2: samples, medians, intervals and the gate
+# 1: one value per metric; 2: samples, medians, intervals and the gate; 3: the run's setup, every node's hardware
+SCHEMAS = (1, 2, 3)
 
 
 class RunError(ValueError):
@@ -60,6 +62,23 @@ def previous_run(root: Path, current_name: str) -> Path | None:
     """The run just before ``current_name``."""
     earlier = [name for name in run_names(root) if name < current_name]
     return Path(root) / earlier[-1] if earlier else None
+
+
+def previous_comparable(root: Path, name: str, results: dict) -> tuple[Path | None, list[str]]:
+    """The newest run before ``name`` with the setup of ``results``, and a line for each newer one passed over
+    (another setup, or unreadable)."""
+    passed = []
+    for earlier in reversed([n for n in run_names(root) if n < name]):
+        try:
+            old = load_results(Path(root) / earlier)
+        except RunError as exc:
+            passed.append(f"{earlier}: cannot be read ({exc})")
+            continue
+        why = why_not_comparable(old, results)
+        if why is None:
+            return Path(root) / earlier, passed
+        passed.append(f"{earlier}: another setup ({why})")
+    return None, passed
 
 
 def latest(root: Path = DEFAULT_ROOT) -> Path:

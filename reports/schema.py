@@ -14,18 +14,25 @@ from .main import SCHEMA
 
 RUN_FIELDS = {
     "schema": f"{SCHEMA}; runs of schema 1 (one value per metric, no samples) still compare and trend",
-    "run": "name (UTC start time), host, mode (plain or torchrun), world_size, backend, smoke",
+    "run": "name (UTC start time), host, mode (plain or torchrun), world_size, backend, smoke, and setup: what "
+           "a comparison must share (backend, world_size, mode, nodes, devices, smoke, method; "
+           "reports/comparable.py)",
     "settings": "what the benchmarks measured: rounds, warm-up, bus-bandwidth sizes, models, implementations",
-    "nodes": "every node the benchmarks ran on, by node rank: host (CPU, cores, memory, OS), devices, backend, "
-             "NCCL version and every NCCL_* variable set",
-    "hardware": "rank 0's host, torch build and, with NVIDIA GPUs, NVML's devices, links, P2P and topology",
-    "nvlink_delta": "NVLink TX/RX KiB per GPU and link during the benchmarks, or null without NVML",
+    "nodes": "every node the benchmarks ran on, by node rank, described by its first rank while they ran: "
+             "host (CPU, cores, memory, OS), devices, backend, NCCL version and every NCCL_* variable set, "
+             "hardware (torch build and, with NVIDIA GPUs, NVML's devices with compute mode, links, P2P and "
+             "topology), nvlink_delta (NVLink TX/RX KiB per GPU and link during the benchmarks, or null), "
+             "telemetry (min/median/max SM clock, power, temperature, utilization per GPU, sampled every second), "
+             "benchmark_seconds",
     "conformance": "per (suite, implementation): suite, impl, header, passed, failed, skipped, xfailed, errors, "
                    "seconds, failures, failed_ids, skip_reasons, exit_code",
+    "suite_world_size": "ranks the suites' child pytest spawned (--world-size), or null when no suite ran",
     "strength": "per broken implementation: broken, bug, suite, caught, expected_tests_failed, failing_tests, "
                 "caught_by",
     "overhead": "per (model, dp, policy): padding of the catalogue's models planned at 40M-element buckets",
     "metrics": "the flat map a comparison reads: key -> metric (below)",
+    "compared_with": "run: the earlier run of the same setup this one was compared with (null: none); "
+                     "gated_regressions: the keys that regressed",
     "plots": "the PNG files of the run, relative to its directory",
 }
 

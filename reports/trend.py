@@ -11,9 +11,13 @@ number of steps itself. A step *moved* the figure when the levels on either
 side differ by more than the comparison's practical threshold (10%, or 0.05
 absolute for efficiencies); the first such step names its run.
 
-Gated metrics are those a schema-2 run marks ``gated``; runs written before
-schema 2 mark none, and contribute their values to the metrics the newer
-runs gate.
+Gated metrics are those a run of schema 2 or later marks ``gated``; runs
+written before schema 2 mark none, and contribute their values to the
+metrics the newer runs gate.
+
+Runs of different setups (``reports.comparable``: backend, world size,
+launch mode, nodes, devices) are never one series: each setup gets its own
+series, table and plots, so a change of hardware is not read as a step.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from asv.step_detect import detect_steps
 
 from benchmarks.stats import Figure
 
+from .comparable import setup_label, setup_of
 from .compare import DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD
 from .runs import readable_runs
 from .writer import DEFAULT_ROOT
@@ -49,6 +54,8 @@ class Series:
     better: str
     absolute: bool
     points: tuple[Point, ...]
+    setup: str = ""
+    """The setup every run of the series shares (``reports.comparable.setup_label``)."""
 
     def step(self, threshold: float = DEFAULT_THRESHOLD,
              absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> tuple[str, str, float] | None:
@@ -74,12 +81,12 @@ class Series:
 
 
 def gated_keys(runs: Sequence[tuple[str, dict]]) -> list[str]:
-    keys = {k for _, data in runs if data.get("schema") == 2
+    keys = {k for _, data in runs if (data.get("schema") or 1) >= 2
             for k, m in data["metrics"].items() if m.get("gated")}
     return sorted(keys)
 
 
-def series(runs: Sequence[tuple[str, dict]], key: str) -> Series:
+def series(runs: Sequence[tuple[str, dict]], key: str, setup: str = "") -> Series:
     """The metric across the runs that have it, oldest first."""
     points, unit, better, absolute = [], "", "higher", False
     for name, data in runs:
@@ -92,11 +99,20 @@ def series(runs: Sequence[tuple[str, dict]], key: str) -> Series:
             figure = Figure.from_json(metric["figure"])
             interval, absolute = figure.interval, figure.spread_kind == "absolute"
         points.append(Point(name, float(metric["value"]), interval))
-    return Series(key, unit, better, absolute, tuple(points))
+    return Series(key, unit, better, absolute, tuple(points), setup)
+
+
+def by_setup(runs: Sequence[tuple[str, dict]]) -> dict[str, list[tuple[str, dict]]]:
+    """The runs grouped by setup, each group oldest first, groups in order of their first run."""
+    groups: dict[str, list[tuple[str, dict]]] = {}
+    for name, data in runs:
+        groups.setdefault(setup_label(setup_of(data)), []).append((name, data))
+    return groups
 
 
 def trend(runs: Sequence[tuple[str, dict]]) -> list[Series]:
-    return [series(runs, key) for key in gated_keys(runs)]
+    """Every gated metric of every setup, one series per (setup, metric)."""
+    return [series(group, key, setup) for setup, group in by_setup(runs).items() for key in gated_keys(group)]
 
 
 def _cell(point: Point | None) -> str:
@@ -114,17 +130,22 @@ def trend_markdown(all_series: Sequence[Series], runs: Sequence[str]) -> str:
                 "(runs written before schema 2 mark none).")
     from .render import table
 
-    text = (f"{len(runs)} run(s), {runs[0]} to {runs[-1]}; each cell is the median [95% interval]. "
-            "A step is the first run at which asv's step detection puts a level change beyond the "
-            "threshold.\n\n")
-    rows = []
-    for s in all_series:
-        by_run = {p.run: p for p in s.points}
-        step = s.step()
-        moved = f"{step[1]} at {step[0]} ({step[2]:+.3g}{'' if s.absolute else ' rel.'})" if step else "none"
-        rows.append({"metric": s.key, "unit": s.unit, "better": s.better, "step": moved,
-                     **{run: _cell(by_run.get(run)) for run in runs}})
-    return text + table(rows, numparse=False)
+    setups = list(dict.fromkeys(s.setup for s in all_series))
+    text = (f"{len(runs)} run(s), {runs[0]} to {runs[-1]}, of {len(setups)} setup(s), each its own series; each "
+            "cell is the median [95% interval]. A step is the first run at which asv's step detection puts a "
+            "level change beyond the threshold.")
+    for setup in setups:
+        group = [s for s in all_series if s.setup == setup]
+        names = sorted({p.run for s in group for p in s.points})
+        rows = []
+        for s in group:
+            by_run = {p.run: p for p in s.points}
+            step = s.step()
+            moved = f"{step[1]} at {step[0]} ({step[2]:+.3g}{'' if s.absolute else ' rel.'})" if step else "none"
+            rows.append({"metric": s.key, "unit": s.unit, "better": s.better, "step": moved,
+                         **{run: _cell(by_run.get(run)) for run in names}})
+        text += f"\n\n### {setup or 'unknown setup'}\n\n" + table(rows, numparse=False)
+    return text
 
 
 def plot_trend(all_series: Sequence[Series], out_dir) -> list[Path]:
@@ -132,6 +153,7 @@ def plot_trend(all_series: Sequence[Series], out_dir) -> list[Path]:
     from .plots import new_figure, save
 
     written = []
+    setups = list(dict.fromkeys(s.setup for s in all_series))
     for s in all_series:
         if not any(p.interval for p in s.points):
             continue  # counts and one-sample figures: the table says all there is
@@ -149,10 +171,11 @@ def plot_trend(all_series: Sequence[Series], out_dir) -> list[Path]:
             ax.axvline(at - 0.5, color="red", linestyle="--", label=f"{step[1]} at {step[0]}")
         ax.set_xticks(xs, [p.run for p in s.points], rotation=45, ha="right", fontsize="small")
         ax.set_ylabel(s.unit or "value")
-        ax.set_title(f"{s.key} ({s.better} is better)")
+        ax.set_title(f"{s.key} ({s.better} is better)\n{s.setup}", fontsize="medium")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
-        written.append(save(fig, Path(out_dir) / f"trend_{re.sub(r'[^A-Za-z0-9_.-]+', '_', s.key)}.png"))
+        setup = setups.index(s.setup)
+        written.append(save(fig, Path(out_dir) / f"trend_{setup}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', s.key)}.png"))
     return written
 
 

@@ -10,7 +10,7 @@ from benchmarks.stats import Figure
 from reports.compare import (
     Change, compare_metrics, compare_runs, comparison_markdown, main, threshold_for,
 )
-from reports.runs import previous_run
+from reports.runs import previous_comparable
 from reports.writer import dump_json, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,25 +125,49 @@ def test_markdown_lists_regressions_before_improvements():
     assert "| regression " in text and "-20.0%" in text and "same" not in text, text
 
 
-def results(metrics: dict, schema=1) -> str:
-    return dump_json({"schema": schema, "run": {"name": "x"}, "metrics": metrics})
+GLOO = {"backend": "gloo", "world_size": 2, "mode": "plain"}
+NCCL = {"backend": "nccl", "world_size": 8, "mode": "torchrun"}
 
 
-def write(root: Path, name: str, busbw: float, failed: int = 0, schema=1) -> Path:
+def results(metrics: dict, schema=1, run: dict | None = None) -> str:
+    return dump_json({"schema": schema, "run": {"name": "x", **(run or GLOO)}, "metrics": metrics})
+
+
+def write(root: Path, name: str, busbw: float, failed: int = 0, schema=1, run: dict | None = None) -> Path:
     metrics = {BUSBW: metric(busbw, "higher", "GB/s"), FAILED: metric(failed, "lower", "tests")}
-    return write_run({"results.json": results(metrics, schema), "report.md": "r"}, root=root, name=name)
+    return write_run({"results.json": results(metrics, schema, run), "report.md": "r"}, root=root, name=name)
 
 
-def test_previous_run_skips_tmp_and_latest(tmp_path):
+def test_previous_comparable_skips_tmp_latest_other_setups_and_broken_runs(tmp_path):
     for name in ("20261122T043209Z", "20261122T052149Z", "20261123T010000Z"):
         write(tmp_path, name, 1.0)
     (tmp_path / ".tmp-abc123").mkdir()
     (tmp_path / ".tmp-zzz").mkdir()
     assert (tmp_path / "latest").is_file()
-    assert previous_run(tmp_path, "20261123T010000Z") == tmp_path / "20261122T052149Z"
-    assert previous_run(tmp_path, "20261122T052149Z") == tmp_path / "20261122T043209Z"
-    assert previous_run(tmp_path, "20261122T043209Z") is None
-    assert previous_run(tmp_path / "missing", "20261122T043209Z") is None
+    mine = {"schema": 1, "run": GLOO}
+    assert previous_comparable(tmp_path, "20261123T010000Z", mine) == (tmp_path / "20261122T052149Z", [])
+    assert previous_comparable(tmp_path, "20261122T043209Z", mine) == (None, [])
+    assert previous_comparable(tmp_path / "missing", "20261122T043209Z", mine) == (None, [])
+    write(tmp_path, "20261123T020000Z", 1.0, run=NCCL)
+    write_run({"report.md": "no results"}, root=tmp_path, name="20261123T030000Z")
+    found, passed = previous_comparable(tmp_path, "20261124T000000Z", mine)
+    assert found == tmp_path / "20261123T010000Z", (found, passed)
+    assert passed[0].startswith("20261123T030000Z: cannot be read"), passed
+    assert passed[1].startswith("20261123T020000Z: another setup (backend nccl -> gloo; world_size 8 -> 2; "
+                                "mode torchrun -> plain)"), passed
+
+
+def test_cli_gates_nothing_between_setups_and_finds_the_last_comparable_run(tmp_path, capsys):
+    write(tmp_path, "20261122T043209Z", 10.0)
+    write(tmp_path, "20261122T052149Z", 1.0, failed=3, run=NCCL)  # a GPU run: far slower-looking, far worse
+    assert main(["20261122T043209Z", "20261122T052149Z", "--root", str(tmp_path), "--fail-on-regression"]) == 0
+    out = capsys.readouterr().out
+    assert "is not comparable with 20261122T043209Z: backend gloo -> nccl" in out and "Nothing is gated" in out
+    write(tmp_path, "20261123T010000Z", 5.0)  # latest: a gloo run again, half the old gloo busbw
+    assert main(["--root", str(tmp_path), "--fail-on-regression"]) == 1
+    out = capsys.readouterr().out
+    assert "Passed over 20261122T052149Z: another setup" in out and "Comparing 20261123T010000Z with " \
+        "20261122T043209Z" in out, out
 
 
 def test_compare_runs_reads_both_directories(tmp_path):
@@ -256,7 +280,7 @@ def test_cli_missing_run_exits_2_with_the_reason(tmp_path, capsys):
     assert main(["20261122T043209Z", "20991231T000000Z", "--root", str(tmp_path)]) == 2
     assert "got no run directory at" in capsys.readouterr().err
     assert main(["--root", str(tmp_path)]) == 2, "one run has nothing before it"
-    assert "got no run before 20261122T043209Z" in capsys.readouterr().err
+    assert "got no earlier run of the same setup as 20261122T043209Z" in capsys.readouterr().err
     assert main(["--root", str(tmp_path / "empty")]) == 2
     assert "got no " in capsys.readouterr().err
 
@@ -269,7 +293,7 @@ def test_cli_missing_results_or_unknown_schema_exits_2(tmp_path, capsys):
     write(tmp_path, "20261123T010000Z", 10.0, schema=None)
     assert main(["20261122T043209Z", "20261123T010000Z", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "got schema None" in err and "but should be one of (1, 2)" in err, err
+    assert "got schema None" in err and "but should be one of (1, 2, 3)" in err, err
 
 
 def test_python_dash_m_runs_the_cli(tmp_path):

@@ -139,6 +139,7 @@ def expected_device(index):
         "power_draw_w": gpu["power_mw"][0] / 1000,
         "power_limit_w": 700.0,
         "temperature_c": 30 + index,
+        "compute_mode": "DEFAULT",
         "pcie_generation": 5,
         "pcie_generation_max": 5,
         "pcie_width": 16,

@@ -36,7 +36,9 @@ def test_report_smoke_end_to_end(smoke_run):
     report = (run / "report.md").read_text()
     results = json.loads((run / "results.json").read_text())
     assert "| suites/layout/test_golden.py | reference" in report, report[:1500]
-    for section in ("## Hardware", "## Bus bandwidth: padded and unpadded buckets", "### all_reduce",
+    assert report.index("## Summary") < report.index("## Conformance"), "the summary opens the report"
+    assert "**Verdict: PASS**" in report and "Headline figures (gated)" in report, report[:2000]
+    for section in ("## Hardware", "### Node 0", "## Bus bandwidth: padded and unpadded buckets", "### all_reduce",
                     "## Overlap of gradient communication", "### Emulated compute", "## Step time",
                     "## The design notes' claims, checked", "## Trend over the runs", "## Padding overhead",
                     "seed claims"):
@@ -45,8 +47,12 @@ def test_report_smoke_end_to_end(smoke_run):
     assert {r["collective"] for r in records} == {"all_reduce", "reduce_scatter", "all_gather"}
     assert {r["policy"] for r in records} == {"unpadded", "padded", "high-busbw", "shard-aligned"}
     assert sum(r["wrong"] for r in records) == 0, [r for r in records if r["wrong"]]
-    assert results["schema"] == 2 and results["metrics"], "results.json should carry schema 2 and metrics"
+    assert results["schema"] == 3 and results["metrics"], "results.json should carry schema 3 and metrics"
     assert [n["node_rank"] for n in results["nodes"]] == [0], results["nodes"]
+    assert results["run"]["setup"]["backend"] == "gloo" and results["run"]["setup"]["nodes"] == 1, results["run"]
+    node = results["nodes"][0]
+    assert node["hardware"]["host"]["hostname"], node
+    assert node["telemetry"]["available"] == node["hardware"]["nvml"]["available"], node["telemetry"]
     timeline = next(r["timeline"] for r in results["overlap"] if r["mode"] == "emulated")
     assert len(timeline["layers"]) == 3 and timeline["collectives"], timeline
     assert "timeline_reference.png" in results["plots"]

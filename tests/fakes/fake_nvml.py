@@ -24,6 +24,8 @@ def fake_gpu(index: int, active_links: int = 4, answering_links: int = 18) -> di
         "clocks": {pynvml.NVML_CLOCK_SM: (1755, 1980), pynvml.NVML_CLOCK_MEM: (2619, 2619)},  # now, max
         "power_mw": (71_000 + index, 700_000),  # draw, enforced limit
         "temperature": 30 + index,
+        "compute_mode": pynvml.NVML_COMPUTEMODE_DEFAULT,
+        "utilization": 40 + index,  # percent of time a kernel ran
         "pcie": ((5, 16), (5, 16)),  # (gen, width) now, max
         "answering_links": answering_links,
         "links": {link: {"version": pynvml.NVML_NVLINK_VERSION_4_0,
@@ -124,6 +126,12 @@ class FakeNVML(types.ModuleType):
     def nvmlDeviceGetTemperature(self, h, sensor):
         assert sensor == pynvml.NVML_TEMPERATURE_GPU, sensor
         return self._gpu("nvmlDeviceGetTemperature", h)["temperature"]
+
+    def nvmlDeviceGetComputeMode(self, h):
+        return self._gpu("nvmlDeviceGetComputeMode", h)["compute_mode"]
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return types.SimpleNamespace(gpu=self._gpu("nvmlDeviceGetUtilizationRates", h)["utilization"], memory=0)
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
         return self._gpu("nvmlDeviceGetCurrPcieLinkGeneration", h)["pcie"][0][0]

@@ -1,0 +1,73 @@
+"""Emulated compute: a backward that takes a known time without competing with communication for the machine.
+
+On CPU the layer's backward sleeps (the core is free for gloo's threads); on
+CUDA it occupies the current stream with ``torch.cuda._sleep``, a kernel that
+spins for a number of clock cycles and uses almost no SMs, so NCCL's kernels
+on their own stream can overlap it exactly as they would overlap real
+compute. The cycles per second are measured once per device.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+_CYCLES_PER_SECOND: dict[int, float] = {}
+CALIBRATION_CYCLES = 50_000_000
+
+
+def cuda_cycles_per_second(device: torch.device) -> float:
+    """How many ``torch.cuda._sleep`` cycles make a second on ``device``, timed with CUDA events."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _CYCLES_PER_SECOND:
+        with torch.cuda.device(index):
+            torch.cuda._sleep(CALIBRATION_CYCLES // 10)  # warm-up: first launch costs
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.cuda._sleep(CALIBRATION_CYCLES)
+            end.record()
+            end.synchronize()
+            _CYCLES_PER_SECOND[index] = CALIBRATION_CYCLES / (start.elapsed_time(end) / 1e3)
+    return _CYCLES_PER_SECOND[index]
+
+
+def busy_for(seconds: float, device: torch.device) -> None:
+    """Take ``seconds``: a spinning kernel on the current CUDA stream, or a sleep on CPU."""
+    if device.type == "cuda":
+        torch.cuda._sleep(max(1, int(seconds * cuda_cycles_per_second(device))))
+    else:
+        time.sleep(seconds)
+
+
+class BackwardWait(torch.autograd.Function):
+    """Identity forward; a backward that takes ``seconds`` (``busy_for``), standing in for compute."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, seconds: float) -> torch.Tensor:
+        ctx.seconds = seconds
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        busy_for(ctx.seconds, grad.device)
+        return grad, None
+
+
+class Layer(torch.nn.Module):
+    """A bias-free Linear whose backward also takes ``wait_s`` of emulated compute (none when 0)."""
+
+    def __init__(self, width: int, wait_s: float) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(width, width, bias=False)
+        self.wait_s = wait_s
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.linear(x)
+        return BackwardWait.apply(x, self.wait_s) if self.wait_s else x
+
+
+def layer_stack(model, wait_s: float = 0.0, seed: int = 0) -> torch.nn.Sequential:
+    """``model.depth`` layers of ``model.width`` (a ``benchmarks.settings.Model``), the same on every rank."""
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(*[Layer(model.width, wait_s) for _ in range(model.depth)])
