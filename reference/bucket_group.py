@@ -3,7 +3,10 @@
 With overlap on, the group launches its (coalesced, asynchronous) all-reduce
 or reduce-scatter from the backward hook of its last param, while backward
 goes on producing the other buckets' grads. ``finish`` launches whatever is
-left and waits.
+left and waits. A group of one rank has nothing to exchange: its grads are
+scaled and no collective is issued (an AVG over one rank is the identity,
+and NCCL before 2.29.7 leaves trailing elements of one unwritten,
+NVIDIA/nccl#1950).
 """
 
 from __future__ import annotations
@@ -77,6 +80,8 @@ class BucketGroup:
         if self.scaling_factor != 1.0:
             for m in self.members:
                 m.bucket.grad_data.mul_(self.scaling_factor)
+        if self.group.size() == 1:
+            return
         if len(self.members) == 1:  # nothing to coalesce: skip the manager's launch cost
             self.handle = self._launch(self.members[0])
             return

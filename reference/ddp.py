@@ -199,10 +199,13 @@ class DistributedDataParallel(torch.nn.Module):
     # -- params (distributed optimizer) ---------------------------------------------------
 
     def start_param_sync(self) -> None:
-        """All-gather every bucket's params from each rank's shard (async if overlapping)."""
+        """All-gather every bucket's params from each rank's shard (async if overlapping); a one-rank group's
+        shard is its whole bucket already."""
         async_op = self.config.overlap_param_gather
         for buf in self.buffers:
             group, rank = self.group_of(buf), self.rank_in(buf)
+            if group.size() == 1:
+                continue
             for bucket in buf.buckets:
                 own = buf.param_shards(bucket.index)[rank]
                 work = all_gather(bucket.param_data, own, group=group, async_op=async_op)

@@ -10,9 +10,14 @@ their counts are exact) several times back to back on this machine and:
    benchmarks for the reference, then for ``fixtures/slowed_reference.py``
    (the reference plus 10 ms per step, under the reference's name), and
    compares the two. Target: the reference's step-time ratio and its
-   emulated overlap efficiency flagged as regressions in every try.
+   emulated overlap efficiency flagged as regressions in every try;
+3. **sensitivity**: ``--tries`` times, measures the reference's step time,
+   then slows it by 2.5%, 5%, 10% and 20% of that step (``--slowdowns``) and
+   compares each with the normal run: the share of tries in which the gate
+   flags the step-time ratio, per slowdown. With a practical threshold of 10%
+   the gate is meant to pass over a 5% slowdown and catch 20%.
 
-It is a benchmark, not a test: it takes about 10 minutes on 2 cores, and its
+It is a benchmark, not a test: it takes about half an hour on 2 cores, and its
 figures belong in the README, with the date and the machine.
 """
 
@@ -21,28 +26,35 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
 
+from fixtures.slowed_reference import SLOWDOWN_ENV
+
 from .compare import compare_runs
 from .render import table
-from .runs import run_names
+from .runs import load_results, run_names
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOWED = "fixtures.slowed_reference"
-MUST_FLAG = ("step_time/reference/ratio_to_torch_ddp", "overlap/emulated/reference/efficiency")
+STEP_RATIO = "step_time/reference/ratio_to_torch_ddp"
+MUST_FLAG = (STEP_RATIO, "overlap/emulated/reference/efficiency")
 FLAGGED = ("regression", "improvement")
+SLOWDOWNS = (0.025, 0.05, 0.10, 0.20)
 
 
-def main_job(out: Path, *args: str, world_size: int) -> Path:
+def main_job(out: Path, *args: str, world_size: int, slowdown_ms: float | None = None) -> Path:
     """One run of ``python -m reports --no-suites`` into ``out``; the new run's directory."""
     before = set(run_names(out))
     command = [sys.executable, "-m", "reports", "--no-suites", "--out", str(out), "--world-size", str(world_size),
                *args]
-    print(f"[gate check] {' '.join(command[1:])}", file=sys.stderr, flush=True)
-    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    env = {**os.environ, **({SLOWDOWN_ENV: f"{slowdown_ms:.6g}"} if slowdown_ms is not None else {})}
+    print(f"[gate check] {' '.join(command[1:])}" + (f" ({SLOWDOWN_ENV}={slowdown_ms:.3g})"
+                                                     if slowdown_ms is not None else ""), file=sys.stderr, flush=True)
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=env)
     (new,) = set(run_names(out)) - before
     return out / new
 
@@ -74,13 +86,40 @@ def slowed(out: Path, tries: int, world_size: int) -> list[dict]:
     return rows
 
 
+def sensitivity(out: Path, tries: int, world_size: int, slowdowns: tuple[float, ...] = SLOWDOWNS) -> list[dict]:
+    """Per try and slowdown: the reference's step slowed by that share of its own measured step, against it."""
+    rows = []
+    bench = ("--benchmark", "step_time")
+    for attempt in range(tries):
+        where = out / f"sensitivity-{attempt}"
+        normal = main_job(where, "--impl", "reference", *bench, world_size=world_size)
+        step_ms = next(r["impl_ms"]["median"] for r in load_results(normal)["step_time"] if r["impl"] == "reference")
+        for share in slowdowns:
+            slow = main_job(where, "--impl", SLOWED, *bench, world_size=world_size, slowdown_ms=share * step_ms)
+            change = {c.key: c for c in compare_runs(normal, slow)}[STEP_RATIO]
+            rows.append({"try": attempt + 1, "slowdown": share, "delay (ms)": round(share * step_ms, 3),
+                         "step ratio": _move(change), "p": f"{change.p_adjusted:.2g}",
+                         "caught": change.status == "regression"})
+    return rows
+
+
+def detection_rates(rows: list[dict]) -> list[dict]:
+    """Per slowdown: in how many tries the gate flagged it."""
+    rates = []
+    for share in sorted({r["slowdown"] for r in rows}):
+        hits = [r["caught"] for r in rows if r["slowdown"] == share]
+        rates.append({"slowdown": f"{share:.1%}", "caught": f"{sum(hits)} of {len(hits)}",
+                      "detection rate": f"{sum(hits) / len(hits):.0%}"})
+    return rates
+
+
 def _move(change) -> str:
     if change.absolute:
         return f"{change.old:.3f} -> {change.new:.3f}"
     return f"{change.old:.3f} -> {change.new:.3f}, {change.relative:+.1%}"
 
 
-def summary(same: list[dict], slow: list[dict]) -> str:
+def summary(same: list[dict], slow: list[dict], sensitive: list[dict]) -> str:
     gated = sum(r["gated regressions"] for r in same)
     worst = max((r["flagged %"] for r in same), default=0.0)
     caught = sum(r["caught"] for r in slow)
@@ -90,6 +129,8 @@ def summary(same: list[dict], slow: list[dict]) -> str:
         "(target at most 1%).",
         "## The reference plus 10 ms per step, against the reference", table(slow, numparse=False),
         f"Caught in {caught} of {len(slow)} tries (target: every try).",
+        "## Sensitivity: the step slowed by a share of itself", table(detection_rates(sensitive), numparse=False),
+        table(sensitive, numparse=False),
     ]) + "\n"
 
 

@@ -5,7 +5,8 @@ read is skipped with a warning naming it), prints a table per gated metric
 (median and interval per run) and, with ``--plots DIR``, draws one PNG per
 metric: the medians as a line, the 95% interval of the median as a band.
 
-Step detection is asv's (``asv.step_detect.detect_steps``): it fits the
+Step detection is asv's (``asv.step_detect.detect_steps``; without asv
+installed the tables and plots come without it, and say so): it fits the
 series of per-run medians with a piecewise-constant function, choosing the
 number of steps itself. A step *moved* the figure when the levels on either
 side differ by more than the comparison's practical threshold (10%, or 0.05
@@ -29,8 +30,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
-
-from asv.step_detect import detect_steps
 
 from benchmarks.stats import Figure
 
@@ -61,7 +60,8 @@ class Series:
              absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> tuple[str, str, float] | None:
         """(run, "regression" or "improvement", change) of the first step beyond the threshold, or None."""
         values = [p.value for p in self.points]
-        if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        detect_steps = step_detection()
+        if detect_steps is None or len(values) < 2 or not all(math.isfinite(v) for v in values):
             return None
         levels = detect_steps(values, self._weights())
         for (_, _, before, *_), (left, _, after, *_) in zip(levels, levels[1:]):
@@ -78,6 +78,15 @@ class Series:
             return None
         return [1 / max(p.interval[1] - p.interval[0], 1e-12) ** 2 if p.interval else math.nan
                 for p in self.points]
+
+
+def step_detection():
+    """asv's ``detect_steps``, or None where asv is not installed (a GPU image may lack it)."""
+    try:
+        from asv.step_detect import detect_steps
+    except ImportError:
+        return None
+    return detect_steps
 
 
 def gated_keys(runs: Sequence[tuple[str, dict]]) -> list[str]:
@@ -133,7 +142,8 @@ def trend_markdown(all_series: Sequence[Series], runs: Sequence[str]) -> str:
     setups = list(dict.fromkeys(s.setup for s in all_series))
     text = (f"{len(runs)} run(s), {runs[0]} to {runs[-1]}, of {len(setups)} setup(s), each its own series; each "
             "cell is the median [95% interval]. A step is the first run at which asv's step detection puts a "
-            "level change beyond the threshold.")
+            "level change beyond the threshold."
+            + ("" if step_detection() else " asv is not installed here: no step detection (pip install asv)."))
     for setup in setups:
         group = [s for s in all_series if s.setup == setup]
         names = sorted({p.run for s in group for p in s.points})

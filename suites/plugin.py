@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, Phase, settings
 
 from reference.config import DDPConfig
@@ -32,6 +33,7 @@ from .impls.protocol import CAPABILITIES
 
 IMPL_ENV = "DDPC_IMPL"
 PROFILE_ENV = "DDPC_HYPOTHESIS_PROFILE"
+DEVICE_ENV = "DDPC_DEVICE"
 
 settings.register_profile(
     "ci",
@@ -63,6 +65,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"(default: ${IMPL_ENV} or 'reference')",
     )
     group.addoption(
+        "--device",
+        default=os.environ.get(DEVICE_ENV, "cpu"),
+        help=f"where the buffer-level checks allocate: cpu or cuda (default: ${DEVICE_ENV} or cpu)",
+    )
+    group.addoption(
         "--only",
         action="append",
         default=[],
@@ -84,12 +91,26 @@ def pytest_configure(config: pytest.Config) -> None:
         config._ddpc_impl = load_implementation(config.getoption("impl"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    config._ddpc_device = _device(config.getoption("device"))
+
+
+def _device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise pytest.UsageError(f"--device: got {name!r}, but should be cpu or cuda") from None
+    if device.type not in ("cpu", "cuda") or (device.type == "cuda" and not torch.cuda.is_available()):
+        raise pytest.UsageError(f"--device: got {name!r}, but should be cpu, or cuda on a machine with a GPU "
+                                f"(CUDA available here: {torch.cuda.is_available()})")
+    return device
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     impl = config._ddpc_impl
     levels = ", ".join(sorted(impl.capabilities))
     lines = [f"implementation under test: {impl.name} {impl.version} (levels: {levels})"]
+    if config._ddpc_device.type != "cpu":
+        lines.append(f"buffers allocated on: {config._ddpc_device}")
     if impl.unavailable:
         lines.append(f"  unavailable here: {impl.unavailable}")
     lines.append(f"hypothesis profile: {settings._current_profile}")
@@ -175,3 +196,9 @@ def _warn_unmatched(config: pytest.Config, items, unmatched: list[Expectation]) 
 def impl(pytestconfig: pytest.Config):
     """The implementation under test."""
     return pytestconfig._ddpc_impl
+
+
+@pytest.fixture(scope="session")
+def device(pytestconfig: pytest.Config) -> torch.device:
+    """Where the buffer-level checks allocate (``--device``)."""
+    return pytestconfig._ddpc_device

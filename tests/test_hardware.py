@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pynvml
 import pytest
@@ -14,6 +15,7 @@ from reports import hardware
 from reports.hardware import ALL_LINKS_SCOPE, collect_hardware, collect_nvml
 from reports import hardware_markdown as hardware_markdown_module
 from reports.hardware_markdown import hardware_markdown
+from reports.node import Telemetry
 from reports.nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
 
 from .fakes.fake_nvml import FakeNVML, fake_gpu
@@ -312,3 +314,57 @@ def test_cli_prints_markdown_and_json():
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["host"]["logical_cores"] == os.cpu_count()
     assert hardware.main([]) == 0
+
+
+# ---------------------------------------------------------------- a node during the benchmarks
+
+
+def test_exclusive_compute_modes_get_a_plain_sentence():
+    fake = FakeNVML([fake_gpu(0), fake_gpu(1)])
+    fake.gpus[1]["compute_mode"] = pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+    hw = {"host": hardware.collect_host(), "torch": hardware.collect_torch(), "nvml": collect_nvml(fake)}
+    assert [d["compute_mode"] for d in hw["nvml"]["devices"]] == ["DEFAULT", "EXCLUSIVE_PROCESS"]
+    text = hardware_markdown(hw)
+    assert "Compute mode: GPU 1 (EXCLUSIVE_PROCESS). Only one process may use such a GPU" in text, text
+    fake.gpus[1]["compute_mode"] = pynvml.NVML_COMPUTEMODE_DEFAULT
+    assert "Compute mode:" not in hardware_markdown({**hw, "nvml": collect_nvml(fake)})
+
+
+def test_a_device_torch_may_not_use_is_recorded_not_fatal(monkeypatch):
+    fake_torch = type("T", (), {})()
+    fake_torch.cuda = type("C", (), {"device_count": staticmethod(lambda: 2)})()
+
+    def properties(index):
+        if index == 1:
+            raise RuntimeError("CUDA error: all CUDA-capable devices are busy or unavailable\nmore")
+        return type("P", (), {"name": "H100", "uuid": "u0", "total_memory": 1, "major": 9, "minor": 0})()
+
+    fake_torch.cuda.get_device_properties = properties
+    devices = hardware.torch_devices(fake_torch)
+    assert devices[0]["name"] == "H100" and devices[1] == {
+        "index": 1, "name": "unusable", "uuid": None,
+        "error": "CUDA error: all CUDA-capable devices are busy or unavailable"}
+
+
+def test_telemetry_summarizes_every_gpu_while_it_runs():
+    fake = FakeNVML([fake_gpu(0), fake_gpu(1)], refuse={("nvmlDeviceGetPowerUsage", 1): pynvml.NVMLError_NotSupported})
+    telemetry = Telemetry(fake, interval=0.01).start()
+    deadline = time.monotonic() + 5
+    while len(telemetry.readings) < 3 and time.monotonic() < deadline:
+        fake.gpus[0]["clocks"][pynvml.NVML_CLOCK_SM] = (1755 - 100 * len(telemetry.readings), 1980)
+        time.sleep(0.01)
+    summary = telemetry.stop()
+    assert summary["available"] and summary["interval_s"] == 0.01
+    first, second = summary["devices"]
+    assert first["sm_clock_mhz"]["max"] == 1755 and first["sm_clock_mhz"]["min"] < 1755, first
+    assert first["utilization_pct"]["median"] == 40 and first["power_w"]["median"] == pytest.approx(71.0)
+    assert "power_w" not in second, "a refused field is left out, the rest sampled"
+    assert fake.calls.count("init") == fake.calls.count("shutdown") == 1
+    text = hardware_markdown_module.telemetry_table(summary)
+    assert "| 0      | " in text and "40 / 40 / 40" in text and "n/a" in text, text
+
+
+def test_no_nvml_means_no_telemetry_and_says_why():
+    summary = Telemetry(FakeNVML([], init_error=pynvml.NVMLError_LibraryNotFound)).start().stop()
+    assert summary == {"available": False, "reason": summary["reason"]} and "NVML library not found" in summary["reason"]
+    assert "none (NVML library not found" in hardware_markdown_module.telemetry_table(summary)

@@ -5,6 +5,7 @@ followed by the deliberately broken checks in tests/fakes/multirank_cases.py;
 the tests here read the outcomes back from the child's junit xml.
 """
 
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -13,7 +14,14 @@ from typing import NamedTuple
 
 import pytest
 
+import torch
+import torch.distributed as dist
+
+from ranks import groups
 from ranks.address import address_of
+from ranks.groups import BackendMismatch, agree_on_backend, keep_off_gpus, pick_backend
+from ranks.settings import launched_by_torchrun
+from reports.conformance import child_environment
 from ranks.outcome import Outcome, settle
 from ranks.pool import PoolError, WorkerPool
 from ranks.settings import Settings
@@ -143,6 +151,40 @@ def test_world_size_comes_from_option_env_or_torchrun():
         settings_from(_Options(world_size=2), environ=torchrun)
 
 
+def test_ranks_that_chose_different_backends_are_refused_by_name(tmp_path):
+    store = dist.FileStore(str(tmp_path / "store"), 2)
+    store.set("ddpc-harness/backend/1", "nccl gpu-node-7")  # the other node chose nccl
+    with pytest.raises(BackendMismatch) as info:
+        agree_on_backend(store, 0, 2, "gloo")
+    message = str(info.value)
+    assert "got ['gloo', 'nccl']" in message and "rank 1 (gpu-node-7): nccl" in message, message
+    agree_on_backend(dist.FileStore(str(tmp_path / "same"), 1), 0, 1, "gloo")  # one rank agrees with itself
+
+
+def test_a_gloo_rank_hides_gpus_only_where_there_are_some(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(groups, "_visible_before_hiding", [])
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    keep_off_gpus("gloo")
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ, "no GPU here: nothing to hide"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    keep_off_gpus("nccl")
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ, "nccl ranks keep their GPUs"
+    keep_off_gpus("gloo")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "", "a gloo rank on a GPU machine sees none"
+    assert child_environment(world_size=3).get("CUDA_VISIBLE_DEVICES") is None, "a child sees them again"
+
+
+def test_a_child_run_leaves_torchrun_behind(monkeypatch):
+    for name, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "h", "MASTER_PORT": "1",
+                        "TORCHELASTIC_RUN_ID": "x", "GROUP_RANK": "0", "KEEP_ME": "yes"}.items():
+        monkeypatch.setenv(name, value)
+    env = child_environment(world_size=4)
+    assert not launched_by_torchrun(env) and "TORCHELASTIC_RUN_ID" not in env and "GROUP_RANK" not in env, env
+    assert env["KEEP_ME"] == "yes" and env["DDPC_WORLD_SIZE"] == "4"
+
+
 def test_a_pool_that_cannot_start_names_the_rank_and_why():
     pool = WorkerPool(Settings("plain", 2, PG_TIMEOUT, RANK_TIMEOUT, "reference"), backend="no-such-backend")
     try:
@@ -172,7 +214,7 @@ def plain(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, Resu
 
 def test_plain_mode_passes_the_harness_tests_at_world_size_2(plain):
     proc, results = plain
-    assert "multigpu: plain mode, world size 2, backend gloo" in proc.stdout, proc.stdout[:1500]
+    assert f"multigpu: plain mode, world size 2, backend {pick_backend(2)}" in proc.stdout, proc.stdout[:1500]
     for test in HARNESS_TEST_NAMES:
         expect(results, test, "passed")
 
@@ -241,7 +283,7 @@ def torchrun(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict[str, R
 
 def test_torchrun_passes_the_harness_tests_and_only_rank_0_reports(torchrun):
     proc, results = torchrun
-    assert "multigpu: torchrun mode, world size 2, backend gloo" in proc.stdout, proc.stdout[:1500]
+    assert f"multigpu: torchrun mode, world size 2, backend {pick_backend(2)}" in proc.stdout, proc.stdout[:1500]
     for test in HARNESS_TEST_NAMES:
         expect(results, test, "passed")
     sessions = proc.stdout.count("test session starts")

@@ -4,7 +4,10 @@ import json
 
 import pytest
 
+from benchmarks.stats import UNSTABLE_FOOTNOTE, Figure
 from reports import overhead
+from reports.render import with_unstable_footnote
+from reports.summary import summary_markdown
 from reports.writer import latest_run, write_run
 
 
@@ -58,3 +61,34 @@ def test_report_smoke_end_to_end(smoke_run):
     assert "timeline_reference.png" in results["plots"]
     for plot in results["plots"]:
         assert (run / plot).read_bytes().startswith(b"\x89PNG"), plot
+
+
+def _conformance(failed: int) -> dict:
+    return {"suite": "suites/multigpu", "impl": "megatron", "header": "megatron 0.19.2", "passed": 140,
+            "failed": failed, "errors": 0, "skipped": 3, "exit_code": int(failed > 0)}
+
+
+def test_the_summary_gives_the_verdict_first_and_lists_what_is_unstable():
+    steady = Figure.of([1.0, 1.01, 0.99, 1.0, 1.02, 0.98], "x", "lower").to_json()
+    noisy = Figure.of([0.2, 0.9, 0.4, 0.7, 0.3, 0.8], "", "higher", "absolute").to_json()
+    results = {"run": {"smoke": False}, "conformance": [_conformance(0)], "busbw": [{"wrong": 0}],
+               "compared_with": {"run": "20261122T000000Z", "gated_regressions": []},
+               "metrics": {"step/ratio": {"gated": True, "figure": steady, "unit": "x", "better": "lower"},
+                           "overlap/efficiency": {"gated": True, "figure": noisy, "unit": "", "better": "higher"},
+                           "busbw/abs": {"gated": False, "figure": noisy}}}
+    text = summary_markdown(results)
+    assert text.startswith("**Verdict: PASS**"), text
+    assert "suites/multigpu against megatron 0.19.2: 140 passed, 0 failed, 3 skipped" in text
+    assert "gated regressions against 20261122T000000Z: 0" in text
+    assert "step/ratio" in text and "busbw/abs | " not in text, "only gated figures are headlines"
+    assert "Unstable figures (†): 2: busbw/abs, overlap/efficiency" in text, text
+    failing = summary_markdown({**results, "conformance": [_conformance(2)]})
+    assert failing.startswith("**Verdict: FAIL**") and "2 failed, 3 skipped — FAIL" in failing, failing
+    wrong = summary_markdown({**results, "busbw": [{"wrong": 5}]})
+    assert wrong.startswith("**Verdict: FAIL**") and "5 wrong elements — FAIL" in wrong
+
+
+def test_one_footnote_per_section_and_only_when_a_cell_is_marked():
+    marked = "| a | 0.4 [0.2, 0.9] † |"
+    assert with_unstable_footnote(marked).endswith(UNSTABLE_FOOTNOTE)
+    assert with_unstable_footnote("text that mentions † without a table") == "text that mentions † without a table"

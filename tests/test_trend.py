@@ -83,3 +83,20 @@ def test_plots_and_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert KEY in out and "eff" in out, out
     assert len(list((tmp_path / "png2").glob("trend_*.png"))) == 2
+
+
+def test_each_setup_is_its_own_series_so_new_hardware_is_no_step(tmp_path):
+    """Three gloo runs, then three runs on 8 GPUs whose ratio is 30% worse: two flat series, no step."""
+    gloo = {"backend": "gloo", "world_size": 2, "mode": "plain"}
+    nccl = {"backend": "nccl", "world_size": 8, "mode": "torchrun"}
+    for i, (run, level) in enumerate([(gloo, 1.0)] * 3 + [(nccl, 1.3)] * 3):
+        write_run({"results.json": dump_json({"schema": 2, "run": {"name": f"r{i}", **run},
+                                              "metrics": {KEY: sampled(level)}})}, root=tmp_path, name=f"r{i}")
+    runs = readable_runs(tmp_path)
+    first, second = trend(runs)
+    assert (first.setup.split(",")[0], second.setup.split(",")[0]) == ("gloo", "nccl")
+    assert [p.run for p in first.points] == ["r0", "r1", "r2"] and [p.run for p in second.points] == ["r3", "r4", "r5"]
+    assert first.step() is None and second.step() is None
+    text = trend_markdown([first, second], [n for n, _ in runs])
+    assert "of 2 setup(s)" in text and "### gloo, 2 ranks, plain, 1 node" in text and "### nccl, 8 ranks" in text
+    assert len(plot_trend([first, second], tmp_path / "plots")) == 2

@@ -14,16 +14,16 @@ small_models = models(max_params=6)
 small_setups = setups(max_dp=8)
 
 
-def _build(impl, model, setup, policy):
-    named = make_params(model, device="cpu")
+def _build(impl, model, setup, policy, device):
+    named = make_params(model, device=device)
     before = {n: p.detach().clone() for n, p in named}
-    return impl.build(named, setup.config(policy), "cpu"), dict(named), before
+    return impl.build(named, setup.config(policy), device), dict(named), before
 
 
 @pytest.mark.requires("buffer")
 @given(model=small_models, setup=small_setups)
-def test_main_grad_is_a_view_into_the_grad_buffer(impl, policy, model, setup):
-    buffers, params, _ = _build(impl, model, setup, policy)
+def test_main_grad_is_a_view_into_the_grad_buffer(impl, device, policy, model, setup):
+    buffers, params, _ = _build(impl, model, setup, policy, device)
     for buf in buffers:
         for name, (start, end, _) in buf.layout.param_index_map.items():
             main_grad = params[name].main_grad
@@ -33,8 +33,8 @@ def test_main_grad_is_a_view_into_the_grad_buffer(impl, policy, model, setup):
 
 @pytest.mark.requires("buffer")
 @given(model=small_models, setup=small_setups)
-def test_param_data_repointed_with_values_preserved(impl, policy, model, setup):
-    buffers, params, before = _build(impl, model, setup, policy)
+def test_param_data_repointed_with_values_preserved(impl, device, policy, model, setup):
+    buffers, params, before = _build(impl, model, setup, policy, device)
     for buf in buffers:
         check_equal(buf.param_data is not None, is_distributed(policy), "has a param buffer")
         for name, (start, _, _) in buf.layout.param_index_map.items():
@@ -46,8 +46,8 @@ def test_param_data_repointed_with_values_preserved(impl, policy, model, setup):
 
 @pytest.mark.requires("buffer")
 @given(model=small_models, setup=small_setups)
-def test_bucket_views_cover_their_ranges(impl, policy, model, setup):
-    buffers, _, _ = _build(impl, model, setup, policy)
+def test_bucket_views_cover_their_ranges(impl, device, policy, model, setup):
+    buffers, _, _ = _build(impl, model, setup, policy, device)
     for buf in buffers:
         check_equal(len(buf.buckets), len(buf.layout.bucket_indices), "number of bucket objects")
         for i, (bucket, (lo, hi)) in enumerate(zip(buf.buckets, buf.layout.bucket_indices)):
@@ -59,8 +59,8 @@ def test_bucket_views_cover_their_ranges(impl, policy, model, setup):
 
 @pytest.mark.requires("shards")
 @given(model=small_models, setup=small_setups)
-def test_shard_views_are_cached_views(impl, sharded_policy, model, setup):
-    buffers, _, _ = _build(impl, model, setup, sharded_policy)
+def test_shard_views_are_cached_views(impl, device, sharded_policy, model, setup):
+    buffers, _, _ = _build(impl, model, setup, sharded_policy, device)
     for buf in buffers:
         for i, (lo, hi) in enumerate(buf.layout.bucket_indices):
             shard = (hi - lo) // setup.dp

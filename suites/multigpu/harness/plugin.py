@@ -82,12 +82,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         launcher.close()
 
 
+def world_size_of(item: pytest.Item) -> int:
+    """The ranks a test runs on: its ``world_size`` marker, else the session's."""
+    marker = item.get_closest_marker("world_size")
+    return marker.args[0] if marker else item.config.stash[_SETTINGS].world_size
+
+
+def backend_of(config: pytest.Config, world_size: int) -> str:
+    """The backend the harness gives ``world_size`` ranks."""
+    return config.stash[_LAUNCHER].backend(world_size)
+
+
 @pytest.fixture
 def ranks(request: pytest.FixtureRequest) -> Ranks:
     """Runs a check on every rank: ``ranks.run(check, *args)``; ``ranks.world_size`` ranks."""
     settings = request.config.stash[_SETTINGS]
-    marker = request.node.get_closest_marker("world_size")
-    world_size = marker.args[0] if marker else settings.world_size
+    world_size = world_size_of(request.node)
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size marker: got {world_size!r}, but should be a whole number of at least 1")
     if settings.mode == "torchrun" and world_size != settings.world_size:

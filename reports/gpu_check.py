@@ -1,0 +1,211 @@
+"""The first run on a GPU node, in one command: ``python -m reports.gpu_check --out DIR``.
+
+Everything the project has that only a GPU can show, each step a child
+process with its own time limit, its output kept in ``DIR/<step>.log``, and
+one summary, ``DIR/gpu_check.md``, that says what ran, what passed and what
+was found:
+
+1. ``environment``: Python, torch, CUDA, NCCL, the GPUs, and which optional
+   packages are missing here (asv, megatron-core: the check goes on without
+   them);
+2. ``hardware``: the hardware report with real NVML (``hardware.json``);
+3. ``layout``: the layout suite with its buffer, view and shard checks on
+   CUDA tensors (``--device cuda``);
+4. ``multigpu-wsN``: the multi-rank suite at every world size the node's GPUs
+   allow on NCCL (1, and the GPU count when there are several);
+5. ``report-ws1``: the main job at world size 1 on NCCL (busbw sweep, the
+   emulated overlap with compute on the CUDA stream, step time, every
+   benchmark), written under ``DIR/runs``;
+6. ``report-all-gpus``: with several GPUs, the bus-bandwidth sweep and the
+   overlap again under torchrun, one rank per GPU.
+
+A step that fails or runs out of time is recorded and the next one runs. The
+whole check is sized to finish in about 10 minutes on one H100. It runs on
+any torch the node has (the project's tests pin 2.13; a GPU image may have
+another) and on Python 3.12.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ranks.settings import outside_torchrun
+
+ROOT = Path(__file__).resolve().parent.parent
+OPTIONAL = ("asv", "megatron.core", "deepspeed", "pynvml", "hypothesis", "pytest_benchmark")
+IMPLS = ("reference", "torch", "fsdp2", "megatron")
+
+
+@dataclass
+class Step:
+    name: str
+    command: list[str]
+    limit_s: float
+    what: str
+    exit_code: int | None = None
+    seconds: float = 0.0
+    found: str = ""
+    outputs: list[str] = field(default_factory=list)
+
+
+def world_sizes(gpus: int) -> list[int]:
+    """The NCCL world sizes one node allows: one rank per GPU, so 1 and, with several GPUs, all of them."""
+    return sorted({1, gpus}) if gpus > 0 else []
+
+
+def plan(out: Path, gpus: int, python: str = sys.executable) -> list[Step]:
+    """The steps for a node with ``gpus`` GPUs, in order, each with its time limit (seconds)."""
+    steps = [
+        Step("environment", [python, "-m", "reports.gpu_check", "--environment"], 60,
+             "Python, torch, CUDA, NCCL, GPUs, missing optional packages"),
+        Step("hardware", [python, "-m", "reports.hardware", "--json"], 60, "NVML: devices, links, P2P, topology"),
+        Step("layout", [python, "-m", "pytest", "suites/layout", "--device", "cuda", "-q", "-p", "no:cacheprovider",
+                        "--hypothesis-profile=ci", f"--junitxml={out / 'layout.xml'}"], 240,
+             "the layout suite, buffers and views on CUDA tensors"),
+    ]
+    for ws in world_sizes(gpus):
+        steps.append(Step(f"multigpu-ws{ws}", [python, "-m", "pytest", "suites/multigpu", "--world-size", str(ws),
+                                               "-q", "-p", "no:cacheprovider", f"--junitxml={out / f'multigpu-ws{ws}.xml'}"],
+                          300, f"the multi-rank suite at world size {ws} (NCCL where every rank has a GPU)"))
+    impls = [arg for impl in IMPLS for arg in ("--impl", impl)]
+    steps.append(Step("report-ws1", [python, "-m", "reports", "--world-size", "1", "--no-suites", "--no-strength",
+                                     "--rounds", "10", *impls, "--out", str(out / "runs")], 300,
+                      "the main job at world size 1 on NCCL: busbw sweep, overlap with stream compute, step time"))
+    if gpus > 1:
+        steps.append(Step("report-all-gpus", [python, "-m", "torch.distributed.run", "--standalone",
+                                              f"--nproc-per-node={gpus}", "-m", "reports", "--no-suites",
+                                              "--no-strength", "--benchmark", "busbw", "--benchmark", "overlap",
+                                              *impls, "--out", str(out / "runs")], 300,
+                          f"busbw and overlap on all {gpus} GPUs under torchrun"))
+    return steps
+
+
+def environment() -> dict:
+    """What this node runs: versions, GPUs, and the optional packages it lacks."""
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda_build": torch.version.cuda,
+            "cuda_available": torch.cuda.is_available(), "gpus": torch.cuda.device_count(),
+            "gpu_names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+            "nccl": None, "missing": [m for m in OPTIONAL if _missing(m)]}
+    if torch.cuda.is_available():
+        info["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version()[:3])
+    return info
+
+
+def _missing(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is None
+    except ModuleNotFoundError:  # its parent package is missing
+        return True
+
+
+def run_step(step: Step, out: Path) -> Step:
+    """Run one step in a child process with a clean launcher environment; its output goes to ``<name>.log``."""
+    log = out / f"{step.name}.log"
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(step.command, cwd=ROOT, capture_output=True, text=True, timeout=step.limit_s,
+                              env=outside_torchrun())
+        step.exit_code, text = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        step.exit_code = 124
+        text = f"{_text(exc.stdout)}{_text(exc.stderr)}\n[gpu_check] stopped after {step.limit_s:g} s"
+    step.seconds = time.monotonic() - start
+    log.write_text(text)
+    step.outputs.append(log.name)
+    step.found = findings(step, text, out)
+    return step
+
+
+def _text(data) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+
+
+def findings(step: Step, text: str, out: Path) -> str:
+    """One line of what the step found: pytest's tally, a report's verdict and key figures, or the JSON."""
+    if step.name == "environment":
+        (out / "environment.json").write_text(text)
+        return _environment_line(text)
+    if step.name == "hardware":
+        (out / "hardware.json").write_text(text)
+        return "hardware.json written" if step.exit_code == 0 else "failed"
+    lines = [line for line in text.splitlines() if line.strip()]
+    tally = next((line.strip("= ") for line in reversed(lines) if " in " in line and
+                  any(w in line for w in ("passed", "failed", "error", "skipped"))), None)
+    if tally:
+        return tally
+    verdict = next((line for line in lines if line.startswith("**Verdict:")), None)
+    return verdict or (lines[-1][:200] if lines else "no output")
+
+
+def _environment_line(text: str) -> str:
+    try:
+        env = json.loads(text)
+    except ValueError:
+        return "could not describe the environment"
+    return (f"Python {env['python']}, torch {env['torch']} (CUDA {env['cuda_build']}), NCCL {env['nccl']}, "
+            f"{env['gpus']} GPU(s) {', '.join(env['gpu_names'])}; missing: {', '.join(env['missing']) or 'none'}")
+
+
+def summary_markdown(steps: Sequence[Step], total_s: float) -> str:
+    from .render import table
+
+    rows = [{"step": s.name, "what": s.what, "exit": s.exit_code, "seconds": f"{s.seconds:.0f}", "found": s.found}
+            for s in steps]
+    failed = [s.name for s in steps if s.exit_code != 0]
+    return (f"# GPU check\n\n{len(steps)} steps in {total_s:.0f} s; "
+            + (f"**{len(failed)} did not pass: {', '.join(failed)}**" if failed else "**every step passed**")
+            + ". Each step's output is in `<step>.log`; the report runs are under `runs/`.\n\n"
+            + table(rows, numparse=False) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.gpu_check", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, help="directory for the summary, the logs and the runs")
+    parser.add_argument("--steps", help="comma-separated step names to run (default: every step)")
+    parser.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.environment:
+        print(json.dumps(environment()))
+        return 0
+    if args.out is None:
+        parser.error("--out: got nothing, but should be a directory for the check's files")
+    import torch
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    steps = plan(args.out.resolve(), gpus)
+    if args.steps:
+        wanted = args.steps.split(",")
+        unknown = sorted(set(wanted) - {s.name for s in steps})
+        if unknown:
+            parser.error(f"--steps: got {unknown}, but should be among {', '.join(s.name for s in steps)}")
+        steps = [s for s in steps if s.name in wanted]
+    elif gpus == 0:
+        print("No CUDA device here: the GPU check runs on a GPU node (use --steps environment,hardware to "
+              "try its first steps anyway).", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    for step in steps:
+        print(f"[gpu_check] {step.name}: {step.what}", file=sys.stderr, flush=True)
+        run_step(step, args.out)
+        print(f"[gpu_check]   exit {step.exit_code} in {step.seconds:.0f} s: {step.found}", file=sys.stderr, flush=True)
+    text = summary_markdown(steps, time.monotonic() - start)
+    (args.out / "gpu_check.md").write_text(text)
+    print(text)
+    return 0 if all(s.exit_code == 0 for s in steps) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
