@@ -3,10 +3,19 @@
 With overlap on, the group launches its (coalesced, asynchronous) all-reduce
 or reduce-scatter from the backward hook of its last param, while backward
 goes on producing the other buckets' grads. ``finish`` launches whatever is
-left and waits. A group of one rank has nothing to exchange: its grads are
-scaled and no collective is issued (an AVG over one rank is the identity,
-and NCCL before 2.29.7 leaves trailing elements of one unwritten,
-NVIDIA/nccl#1950).
+left and waits. What it launches (docs/rules.md, sections 2 and 6):
+
+- all-reduce of each bucket (no distributed optimizer, or a forced
+  all-reduce, which reduces over every replica);
+- reduce-scatter of each bucket into the rank's cached shard view, within
+  its distributed-optimizer instance, then, with several instances, an
+  all-reduce of that shard across the instances (after the reduce-scatter);
+- with fp32 accumulation, the reduce-scatter is an all-to-all of the buckets'
+  chunks summed over the ranks in fp32, in rank order, and rounded once.
+
+A group of one rank has nothing to exchange: its grads are scaled and no
+collective is issued (an AVG over one rank is the identity, and NCCL before
+2.29.7 leaves trailing elements of one unwritten, NVIDIA/nccl#1950).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import torch.distributed as dist
 
 from .buffer import Bucket, ParamAndGradBuffer
 from .collectives import reduce_scatter
+from .groups import ReduceGroups
 
 
 class GradSyncError(RuntimeError):
@@ -30,28 +40,51 @@ class Member:
     bucket: Bucket
 
 
+@dataclass(frozen=True)
+class LocalFp32Grad:
+    """A param that accumulates microbatches in an fp32 ``main_grad`` of its own, beside its buffer view."""
+
+    main_grad: torch.Tensor
+    in_buffer: torch.Tensor
+
+
+class Fp32AccumulatingReduceScatter:
+    """The handle of an all-to-all of a bucket's chunks; ``wait`` sums them over the ranks in fp32, into the shard."""
+
+    def __init__(self, work, received: torch.Tensor, shard: torch.Tensor, ranks: int) -> None:
+        self.work, self.received, self.shard, self.ranks = work, received, shard, ranks
+
+    def wait(self) -> None:
+        self.work.wait()
+        self.shard.copy_(torch.sum(self.received.view(self.ranks, -1), dim=0, dtype=torch.float32))
+
+
 class BucketGroup:
     def __init__(
         self,
         index: int,
         members: list[Member],
-        group: dist.ProcessGroup,
+        groups: ReduceGroups,
         scaling_factor: float,
         average_in_collective: bool,
         reduce_scatter: bool,
         check_for_nan: bool,
+        fp32_accumulation: bool = False,
+        local_fp32_grads: dict[str, LocalFp32Grad] | None = None,
     ) -> None:
         self.index = index
         self.members = members
-        self.group = group
-        self.rank = group.rank()
+        self.groups = groups
+        self.rank = groups.shard.rank()
         self.scaling_factor = scaling_factor
         self.op = dist.ReduceOp.AVG if average_in_collective else dist.ReduceOp.SUM
         self.reduce_scatter = reduce_scatter
         self.check_for_nan = check_for_nan
+        self.fp32_accumulation = fp32_accumulation
         self.param_names = {name for m in members for name in m.bucket.param_names}
+        self.local_fp32_grads = {n: g for n, g in (local_fp32_grads or {}).items() if n in self.param_names}
         self.ready: set[str] = set()
-        self.handle = None
+        self.handles: list = []
         self.launched = False
         self.problems: list[str] = []
 
@@ -70,40 +103,69 @@ class BucketGroup:
     def missing(self) -> list[str]:
         return sorted(self.param_names - self.ready)
 
-    def start(self) -> None:
-        """Scale, then launch every bucket's collective asynchronously (coalesced when several)."""
+    def start(self, force_all_reduce: bool = False) -> None:
+        """Scale, then launch every bucket's collectives asynchronously (coalesced when several)."""
         if self.launched:
             return
         self.launched = True
+        for grad in self.local_fp32_grads.values():
+            grad.in_buffer.copy_(grad.main_grad)
         if self.check_for_nan:
             self._check_finite()
         if self.scaling_factor != 1.0:
             for m in self.members:
                 m.bucket.grad_data.mul_(self.scaling_factor)
-        if self.group.size() == 1:
-            return
-        if len(self.members) == 1:  # nothing to coalesce: skip the manager's launch cost
-            self.handle = self._launch(self.members[0])
-            return
-        with dist._coalescing_manager(group=self.group, async_ops=True) as manager:
-            for m in self.members:
-                self._launch(m)
-        self.handle = manager
+        if force_all_reduce or not self.reduce_scatter:
+            group = self.groups.whole if force_all_reduce else self.groups.shard
+            self.handles = [self._each(group, lambda m: dist.all_reduce(
+                m.bucket.grad_data, op=self.op, group=group, async_op=True))]
+        elif self.fp32_accumulation:
+            self.handles = [self._fp32_reduce_scatter(m) for m in self.members]
+        else:
+            self.handles = [self._each(self.groups.shard, lambda m: reduce_scatter(
+                self._shard(m), m.bucket.grad_data, op=self.op, group=self.groups.shard, async_op=True))]
+            if self.groups.across is not None:
+                self._wait_handles()  # the shard must be reduced within the instance before it crosses
+                self.handles = [self._each(self.groups.across, lambda m: dist.all_reduce(
+                    self._shard(m), op=self.op, group=self.groups.across, async_op=True))]
 
-    def _launch(self, m: Member):
-        if self.reduce_scatter:
-            shard = m.buffer.grad_shards(m.bucket.index)[self.rank]
-            return reduce_scatter(shard, m.bucket.grad_data, op=self.op, group=self.group, async_op=True)
-        return dist.all_reduce(m.bucket.grad_data, op=self.op, group=self.group, async_op=True)
+    def _each(self, group: dist.ProcessGroup, launch):
+        """``launch(member)`` for every member, coalesced when there are several; None over one rank."""
+        if group.size() == 1:
+            return None
+        if len(self.members) == 1:  # nothing to coalesce: skip the manager's launch cost
+            return launch(self.members[0])
+        with dist._coalescing_manager(group=group, async_ops=True) as manager:
+            for m in self.members:
+                launch(m)
+        return manager
+
+    def _shard(self, m: Member) -> torch.Tensor:
+        return m.buffer.grad_shards(m.bucket.index)[self.rank]
+
+    def _fp32_reduce_scatter(self, m: Member):
+        ranks = self.groups.shard.size()
+        if ranks == 1:
+            return None
+        received = torch.empty_like(m.bucket.grad_data)
+        work = dist.all_to_all_single(received, m.bucket.grad_data, group=self.groups.shard, async_op=True)
+        return Fp32AccumulatingReduceScatter(work, received, self._shard(m), ranks)
+
+    def _wait_handles(self) -> None:
+        for handle in self.handles:
+            if handle is not None:
+                handle.wait()
+        self.handles = []
 
     def wait(self) -> None:
-        if self.handle is not None:
-            self.handle.wait()
-            self.handle = None
+        """Wait for the collectives; params accumulating in fp32 get their reduced grads back."""
+        self._wait_handles()
+        for grad in self.local_fp32_grads.values():
+            grad.main_grad.copy_(grad.in_buffer)
 
     def reset(self) -> None:
         self.ready.clear()
-        self.handle = None
+        self.handles = []
         self.launched = False
         self.problems = []
 

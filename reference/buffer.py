@@ -29,6 +29,8 @@ class Bucket:
     index: int
     offset: int
     param_names: tuple[str, ...]  # layout order
+    param_to_index: Mapping[str, tuple[int, int]]
+    """Each param's ``[start, end)`` within the bucket, padding included (upstream's ``param_to_index``)."""
     numel_unpadded: int
     grad_data: torch.Tensor
     param_data: torch.Tensor | None
@@ -67,10 +69,13 @@ class ParamAndGradBuffer:
 
     def _bucket(self, index: int) -> Bucket:
         start, end = self.layout.bucket_indices[index]
+        names = tuple(self.layout.bucket_param_names(index))
         return Bucket(
             index=index,
             offset=start,
-            param_names=tuple(self.layout.bucket_param_names(index)),
+            param_names=names,
+            param_to_index={n: (self.layout.param_index_map[n][0] - start, self.layout.param_index_map[n][1] - start)
+                            for n in names},
             numel_unpadded=self.layout.per_bucket_numel_unpadded[index],
             grad_data=self.grad_data[start:end],
             param_data=None if self.param_data is None else self.param_data[start:end],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from dataclasses import dataclass
 
 from .layout import LayoutConfig, default_bucket_size, distributed_policy_names, get_policy
@@ -30,6 +31,9 @@ class DDPConfig:
     calculate_per_token_loss: bool = False
     check_for_nan_in_grad: bool = False
     buckets_per_group: int = 1
+    num_distributed_optimizer_instances: int = 1
+    reduce_scatter_with_fp32_accumulation: bool = False
+    param_name_patterns_for_fp32_local_accumulation: tuple[str, ...] = ()
     # Agree across ranks at every finish_grad_sync, so a problem seen by one
     # rank only (missing grad, NaN) raises everywhere instead of hanging peers.
     check_across_ranks: bool = True
@@ -53,6 +57,39 @@ class DDPConfig:
                 f"overlap_param_gather: got True with policy {self.policy!r}, but should only be set "
                 f"with a distributed-optimizer policy ({distributed_policy_names()})"
             )
+        self._check_upstream_knobs()
+
+    def _check_upstream_knobs(self) -> None:
+        instances = self.num_distributed_optimizer_instances
+        if not isinstance(instances, int) or isinstance(instances, bool) or instances < 1:
+            raise ValueError(f"num_distributed_optimizer_instances: got {instances!r}, but should be an integer >= 1")
+        if instances > 1 and not self.distributed_optimizer:
+            raise ValueError(
+                f"num_distributed_optimizer_instances: got {instances} with policy {self.policy!r}, but should be 1 "
+                f"unless the policy shards for a distributed optimizer ({distributed_policy_names()})"
+            )
+        if self.reduce_scatter_with_fp32_accumulation:
+            if not self.distributed_optimizer:
+                raise ValueError(
+                    f"reduce_scatter_with_fp32_accumulation: got True with policy {self.policy!r}, but should only be "
+                    f"set with a distributed-optimizer policy ({distributed_policy_names()}): only they reduce-scatter"
+                )
+            if self.average_in_collective or instances > 1:
+                raise ValueError(
+                    "reduce_scatter_with_fp32_accumulation: got True with "
+                    + ("average_in_collective" if self.average_in_collective else
+                       f"num_distributed_optimizer_instances={instances}")
+                    + ", but should be used with neither: it sums (SUM only) within one group"
+                )
+        patterns = self.param_name_patterns_for_fp32_local_accumulation
+        if not isinstance(patterns, tuple) or not all(isinstance(p, str) and p for p in patterns):
+            raise ValueError(f"param_name_patterns_for_fp32_local_accumulation: got {patterns!r}, but should be a "
+                             "tuple of non-empty fnmatch patterns (or 'all')")
+        if patterns and self.grad_reduce_in_fp32:
+            raise ValueError(
+                f"param_name_patterns_for_fp32_local_accumulation: got {patterns!r} with grad_reduce_in_fp32, but "
+                "should be empty then: every main_grad is already fp32"
+            )
 
     @property
     def distributed_optimizer(self) -> bool:
@@ -61,14 +98,30 @@ class DDPConfig:
     def layout_config(self, dp: int, expert_dp: int | None = None) -> LayoutConfig:
         """The planner request this configuration makes at data-parallel size ``dp``.
 
-        Upstream's default bucket size follows ``dp`` for expert buffers too.
+        Buffers are planned (padded, sharded) for one distributed-optimizer
+        instance: ``dp / N`` ranks, ``expert_dp / N`` for expert buffers.
+        Upstream's default bucket size follows the whole ``dp``, for expert
+        buffers too.
         """
+        instances = self.num_distributed_optimizer_instances
+        for name, size in (("data-parallel", dp), ("expert-data-parallel", expert_dp or dp)):
+            if size % instances:
+                raise ValueError(
+                    f"num_distributed_optimizer_instances: got {instances} for a {name} size of {size}, but should "
+                    f"divide it (each instance shards over {name} size / instances ranks)"
+                )
         if self.disable_bucketing or not self.overlap_grad_reduce:
             bucket_size = None
         else:
             bucket_size = self.bucket_size or default_bucket_size(dp)
-        return LayoutConfig(dp=dp, policy=self.policy, bucket_size=bucket_size,
-                            grad_reduce_in_fp32=self.grad_reduce_in_fp32, expert_dp=expert_dp)
+        return LayoutConfig(dp=dp // instances, policy=self.policy, bucket_size=bucket_size,
+                            grad_reduce_in_fp32=self.grad_reduce_in_fp32,
+                            expert_dp=None if expert_dp is None else expert_dp // instances)
+
+    def accumulates_in_fp32(self, name: str) -> bool:
+        """Whether param ``name`` accumulates its microbatch grads in an fp32 ``main_grad`` of its own."""
+        return any(p == "all" or fnmatch.fnmatchcase(name, p)
+                   for p in self.param_name_patterns_for_fp32_local_accumulation)
 
     def gradient_scaling_factor(self, dp: int, expert_dp: int | None = None) -> float:
         """Applied before the collective; ``expert_dp`` for expert grads, reduced over expert_dp ranks.

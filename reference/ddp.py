@@ -15,6 +15,9 @@ that no param is missing a grad.
 Expert-parallel params (``param.allreduce = False``) live in buffers of their
 own, planned, reduced and sharded over the expert-data-parallel group instead
 of the data-parallel group, with upstream's scaling (docs/rules.md, section 2).
+With several distributed-optimizer instances each buffer is planned and
+sharded for one instance and reduced within it, then across instances
+(``reference.groups``).
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import torch
 import torch.distributed as dist
 
 from .agreement import DEFAULT_TIMEOUT, control_group, differences_from_rank0, gather_problems
-from .bucket_group import BucketGroup, GradSyncError, Member
+from .bucket_group import BucketGroup, GradSyncError, LocalFp32Grad, Member
 from .buffer import ParamAndGradBuffer, build_buffers
 from .collectives import all_gather
 from .config import DDPConfig
+from .groups import ReduceGroups, reduce_groups
 from .layout import is_expert_parallel
 
 
@@ -67,8 +71,12 @@ class DistributedDataParallel(torch.nn.Module):
         self.buffers: list[ParamAndGradBuffer] = build_buffers(
             named, config.layout_config(self.dp, self.expert_dp), device, self.buffer_cls
         )
+        instances = config.num_distributed_optimizer_instances
+        self.dense_groups = reduce_groups(self.group, instances)
+        self.expert_groups = reduce_groups(self.expert_group, instances)
+        self.local_fp32_grads = self._fp32_main_grads(named)
         self.bucket_groups = self._partition()
-        self._group_of = {name: g for g in self.bucket_groups for name in g.param_names}
+        self._bucket_group_of = {name: g for g in self.bucket_groups for name in g.param_names}
         self._is_last_microbatch = True
         self._finished = False  # grads reduced since the last backward; the optimizer checks it
         self._param_gathers: list = []
@@ -99,13 +107,34 @@ class DistributedDataParallel(torch.nn.Module):
                 f"data-parallel group (ranks {sorted(dense)}) whose size divides {self.dp}"
             )
 
+    def _fp32_main_grads(self, named) -> dict[str, LocalFp32Grad]:
+        """Params named by ``param_name_patterns_for_fp32_local_accumulation`` get an fp32 ``main_grad`` of
+        their own; their view into the buffer is where the reduction happens."""
+        out = {}
+        for name, param in named:
+            if self.config.accumulates_in_fp32(name):
+                in_buffer = param.main_grad
+                param.main_grad = torch.zeros(in_buffer.shape, dtype=torch.float32, device=in_buffer.device)
+                out[name] = LocalFp32Grad(param.main_grad, in_buffer)
+        return out
+
+    def groups_of(self, buffer: ParamAndGradBuffer) -> ReduceGroups:
+        """The groups a buffer is reduced over: expert-data-parallel ones for expert buffers."""
+        return self.expert_groups if buffer.layout.expert_parallel else self.dense_groups
+
     def group_of(self, buffer: ParamAndGradBuffer) -> dist.ProcessGroup:
-        """The group a buffer is reduced and sharded over: expert-data-parallel for expert buffers."""
-        return self.expert_group if buffer.layout.expert_parallel else self.group
+        """The group a buffer is sharded over: its data-parallel group, or this rank's instance of it."""
+        return self.groups_of(buffer).shard
 
     def rank_in(self, buffer: ParamAndGradBuffer) -> int:
         """This rank's index in ``group_of(buffer)``: which shard of each of its buckets it owns."""
         return dist.get_rank(self.group_of(buffer))
+
+    def counts_here(self, buffer: ParamAndGradBuffer) -> bool:
+        """Whether this rank's shards of ``buffer`` are counted in norms and zero counts: those of the first
+        distributed-optimizer instance (every instance holds the same reduced grads)."""
+        across = self.groups_of(buffer).across
+        return across is None or across.rank() == 0
 
     def _partition(self) -> list[BucketGroup]:
         per = self.config.buckets_per_group
@@ -117,11 +146,13 @@ class DistributedDataParallel(torch.nn.Module):
                 groups.append(self.bucket_group_cls(
                     index=len(groups),
                     members=members,
-                    group=self.group_of(buf),
+                    groups=self.groups_of(buf),
                     scaling_factor=self.config.gradient_scaling_factor(self.dp, expert_dp),
                     average_in_collective=self.config.average_in_collective,
                     reduce_scatter=self.config.distributed_optimizer,
                     check_for_nan=self.config.check_for_nan_in_grad,
+                    fp32_accumulation=self.config.reduce_scatter_with_fp32_accumulation,
+                    local_fp32_grads=self.local_fp32_grads,
                 ))
         return groups
 
@@ -135,7 +166,7 @@ class DistributedDataParallel(torch.nn.Module):
             param.grad = None
             if self._is_last_microbatch:
                 self._finished = False
-                self._group_of[name].register_grad_ready(name, launch=self.launches_from_hooks())
+                self._bucket_group_of[name].register_grad_ready(name, launch=self.launches_from_hooks())
 
         return hook
 
@@ -156,8 +187,13 @@ class DistributedDataParallel(torch.nn.Module):
         finally:
             self._is_last_microbatch = True
 
-    def finish_grad_sync(self) -> None:
-        """Launch what is left, wait for every group; problems on any rank raise on all ranks."""
+    def finish_grad_sync(self, force_all_reduce: bool = False) -> None:
+        """Launch what is left, wait for every group; problems on any rank raise on all ranks.
+
+        ``force_all_reduce``: groups not launched yet all-reduce their buckets over every replica, so every
+        rank holds every reduced grad, even under the distributed optimizer (with overlap, the groups that
+        launched during backward keep their reduce-scatter, as upstream's).
+        """
         local = [
             f"param {name!r} (bucket group {g.index}) got no gradient on rank {self.rank}"
             for g in self.bucket_groups
@@ -170,7 +206,7 @@ class DistributedDataParallel(torch.nn.Module):
         if everyone:
             raise GradSyncError("gradient synchronization failed:\n  " + "\n  ".join(everyone))
         for g in self.bucket_groups:
-            g.start()
+            g.start(force_all_reduce)
         for g in self.bucket_groups:
             g.wait()
         nan = [p for g in self.bucket_groups for p in g.problems]
@@ -185,9 +221,11 @@ class DistributedDataParallel(torch.nn.Module):
         return self._finished
 
     def zero_grad_buffer(self) -> None:
-        """Zero every grad buffer and reset readiness for the next step."""
+        """Zero every grad buffer (and fp32 main grads of their own) and reset readiness for the next step."""
         for buf in self.buffers:
             buf.zero_grad()
+        for grad in self.local_fp32_grads.values():
+            grad.main_grad.zero_()
         for g in self.bucket_groups:
             g.reset()
         self._finished = False
@@ -195,6 +233,8 @@ class DistributedDataParallel(torch.nn.Module):
     def scale_gradients(self, factor: float) -> None:
         for buf in self.buffers:
             buf.grad_data.mul_(factor)
+        for grad in self.local_fp32_grads.values():
+            grad.main_grad.mul_(factor)
 
     # -- params (distributed optimizer) ---------------------------------------------------
 

@@ -7,10 +7,15 @@ boundaries. A standard torch optimizer steps the main tensors; element-wise
 optimizers (SGD, Adam) give the same bits however the elements are grouped.
 
 Norms and zero counts count every distinct param element exactly once across
-the world: a slot is *counted* on one rank only (the shard's owner; for a
-replicated param, the first rank of the group it is replicated over, so an
-expert counts once however many expert-data-parallel replicas it has), and
-the counts are summed over the data-parallel group.
+the world: a slot is *counted* on one rank only (the shard's owner in the
+first distributed-optimizer instance; for a replicated param, the first rank
+of the group it is replicated over, so an expert counts once however many
+expert-data-parallel replicas it has), and the counts are summed over the
+data-parallel group.
+
+``grad_norm_skip_threshold`` (upstream's, for the optimizer): when the
+global grad norm, taken before clipping, exceeds it, the step is skipped:
+nothing is updated and no param is gathered; the grads stay as clipped.
 """
 
 from __future__ import annotations
@@ -44,11 +49,17 @@ class ReferenceOptimizer:
     """Steps a torch optimizer over fp32 main params, with optional global-norm clipping."""
 
     def __init__(self, ddp: DistributedDataParallel, make_optimizer: MakeOptimizer,
-                 max_grad_norm: float | None = None, norm_type: float = 2.0) -> None:
+                 max_grad_norm: float | None = None, norm_type: float = 2.0,
+                 grad_norm_skip_threshold: float | None = None) -> None:
+        if grad_norm_skip_threshold is not None and not grad_norm_skip_threshold > 0:
+            raise ValueError(f"grad_norm_skip_threshold: got {grad_norm_skip_threshold!r}, but should be a positive "
+                             "number (or None: never skip)")
         self.ddp = ddp
         self.distributed = ddp.config.distributed_optimizer
         self.max_grad_norm = max_grad_norm
         self.norm_type = norm_type
+        self.skip_threshold = grad_norm_skip_threshold
+        self.skipped = False  # whether the last step was skipped for its grad norm
         self.slots = self._shard_slots() if self.distributed else self._param_slots()
         self.device = ddp.buffers[0].grad_data.device
         self.optimizer = make_optimizer([s.main for s in self.slots])
@@ -76,20 +87,25 @@ class ReferenceOptimizer:
                 ]
                 shard = buf.param_shards(bucket.index)[rank]
                 main = shard if shard.dtype == torch.float32 else shard.float()
-                slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, sorted(spans), True))
+                slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, sorted(spans),
+                                  self.ddp.counts_here(buf)))
         return slots
 
     def step(self) -> float | None:
-        """One update; returns the grad norm when clipping (before clipping), else None."""
+        """One update; returns the grad norm (before clipping) when clipping or skipping by it, else None."""
         if not self.ddp.grad_sync_finished:
             raise GradSyncError(
                 "optimizer step before gradients are finished: got step() with grad sync "
                 "outstanding, but should call finish_grad_sync() or finalize_model_grads() first"
             )
         norm = None
-        if self.max_grad_norm is not None:
+        if self.max_grad_norm is not None or self.skip_threshold is not None:
             norm = grad_norm(self.grads_for_norm(), self.norm_type, self.ddp.group, self.device)
+        if self.max_grad_norm is not None:
             clip_by_total_norm([s.grad for s in self.slots], self.max_grad_norm, norm)
+        self.skipped = self.skip_threshold is not None and norm > self.skip_threshold
+        if self.skipped:
+            return norm
         for slot in self.slots:
             slot.main.grad = slot.grad if slot.grad.dtype == torch.float32 else slot.grad.float()
         self.optimizer.step()

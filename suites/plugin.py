@@ -29,7 +29,7 @@ from reference.layout import LayoutConfig
 
 from .expectations import Expectation, load_expectations
 from .impls import load_implementation
-from .impls.protocol import CAPABILITIES
+from .impls.protocol import CAPABILITIES, knobs_used, undeclared_knobs
 
 IMPL_ENV = "DDPC_IMPL"
 PROFILE_ENV = "DDPC_HYPOTHESIS_PROFILE"
@@ -170,9 +170,10 @@ def missing_capability(impl, item: pytest.Item) -> str | None:
 
 
 def unsupported_configuration(impl, need) -> str | None:
-    """``impl``'s reason for not expressing ``need``, if ``need`` is a configuration at all."""
+    """``impl``'s reason for not expressing ``need``, if ``need`` is a configuration at all: an upstream knob it
+    does not map, or its own ``unsupported``."""
     if isinstance(need, (LayoutConfig, DDPConfig)):
-        return impl.unsupported(need)
+        return undeclared_knobs(impl, knobs_used(need)) or impl.unsupported(need)
     ask = getattr(need, "unsupported_by", None)
     return ask(impl) if callable(ask) else None
 

@@ -43,6 +43,16 @@ Levels
 ``config`` is a ``reference.layout.LayoutConfig`` (layout levels) or a
 ``reference.config.DDPConfig`` (ddp level): plain value objects that every
 implementation maps onto its own knobs.
+
+Knobs
+-----
+Upstream's newer knobs (``KNOBS``) are optional: an implementation lists
+those it maps in ``knobs``, and a check that needs one it does not list is
+skipped with that reason, so an adapter written before a knob existed is
+never handed a configuration it would silently ignore. Two of them are not
+``DDPConfig`` fields: ``force_all_reduce`` is ``finish_grad_sync(
+force_all_reduce=True)`` of the ddp handle, ``grad_norm_skip_threshold`` a
+keyword of ``make_optimizer``.
 """
 
 from __future__ import annotations
@@ -64,6 +74,31 @@ CAPABILITIES: dict[str, str] = {
     "over the expert-data-parallel group with upstream's scaling",
     "optimizer": "fp32 main params, distributed optimizer, clipping, finalize with num_tokens",
 }
+KNOBS: dict[str, str] = {
+    "num_distributed_optimizer_instances": "replicas of the distributed optimizer, each sharding over dp / N ranks",
+    "reduce_scatter_with_fp32_accumulation": "a reduce-scatter that sums bf16 chunks in fp32",
+    "param_name_patterns_for_fp32_local_accumulation": "fp32 main_grad for params matching name patterns",
+    "force_all_reduce": "finish_grad_sync(force_all_reduce=True): all-reduce even under the distributed optimizer",
+    "grad_norm_skip_threshold": "make_optimizer(..., grad_norm_skip_threshold=): skip a step whose grad norm "
+                                "exceeds it",
+}
+_DEFAULTS = DDPConfig()
+
+
+def knobs_used(config: LayoutConfig | DDPConfig) -> list[str]:
+    """The ``KNOBS`` a configuration sets away from their defaults."""
+    return [k for k in KNOBS if hasattr(config, k) and getattr(config, k) != getattr(_DEFAULTS, k)]
+
+
+def undeclared_knobs(impl, used) -> str | None:
+    """Why ``impl`` cannot be handed knobs ``used``: the ones it does not list in ``knobs``."""
+    missing = [k for k in used if k not in getattr(impl, "knobs", ())]
+    if not missing:
+        return None
+    return (f"{impl.name} does not map {', '.join(missing)} ({'; '.join(KNOBS[k] for k in missing)}); "
+            "an implementation lists the upstream knobs it maps in `knobs`")
+
+
 LEVEL_METHODS: dict[str, tuple[str, ...]] = {
     "layout": ("plan",),
     "buffer": ("build",),
@@ -78,6 +113,8 @@ class BucketView(Protocol):
     offset: int
     grad_data: torch.Tensor
     param_data: torch.Tensor | None
+    param_to_index: Mapping[str, tuple[int, int]]
+    """Each param's ``[start, end)`` within the bucket, start padding included (upstream's name)."""
 
 
 class BufferHandle(Protocol):
@@ -106,7 +143,8 @@ class DDPHandle(Protocol):
 
     def no_sync(self) -> ContextManager[None]: ...
 
-    def finish_grad_sync(self) -> None: ...
+    def finish_grad_sync(self) -> None:
+        """Wait for the reductions; with the ``force_all_reduce`` knob, also ``finish_grad_sync(force_all_reduce=True)``."""
 
     def zero_grad_buffer(self) -> None: ...
 
@@ -131,6 +169,8 @@ class Implementation(Protocol):
     capabilities: frozenset[str]
     # Why it cannot run here (e.g. not installed), or None when it can.
     unavailable: str | None
+    # Optional, not declared here so older adapters still satisfy the protocol:
+    # ``knobs: frozenset[str]``, the upstream knobs (KNOBS) it maps.
 
     def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
         """Why this configuration cannot be expressed, or None when it can."""

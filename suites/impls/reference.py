@@ -9,13 +9,14 @@ from reference.finalize import finalize_model_grads
 from reference.layout import LayoutConfig, ParamSpec, plan_layout
 from reference.optimizer import ReferenceOptimizer
 
-from .protocol import NamedParams
+from .protocol import KNOBS, NamedParams
 
 
 class ReferenceImplementation:
     name = "reference"
     version = reference.__version__
     capabilities = frozenset({"layout", "buffer", "shards", "validation", "ddp", "expert", "optimizer"})
+    knobs = frozenset(KNOBS)
     unavailable = None
 
     def unsupported(self, config) -> str | None:
@@ -33,8 +34,9 @@ class ReferenceImplementation:
         return DistributedDataParallel(module, config, group, agreement_group=agreement_group,
                                        expert_data_parallel_group=expert_group)
 
-    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> ReferenceOptimizer:
-        return ReferenceOptimizer(ddp, make_optimizer, max_grad_norm, norm_type)
+    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0,
+                       grad_norm_skip_threshold=None) -> ReferenceOptimizer:
+        return ReferenceOptimizer(ddp, make_optimizer, max_grad_norm, norm_type, grad_norm_skip_threshold)
 
     def finalize_model_grads(self, models, num_tokens=None) -> None:
         finalize_model_grads(models, num_tokens)

@@ -30,8 +30,12 @@ class MainGradOptimizer:
 
 
 def optimizer_for(impl, ddp, model: torch.nn.Module, make_optimizer: MakeTorchOptimizer,
-                  max_grad_norm: float | None = None, norm_type: float = 2.0):
-    """``impl``'s optimizer over ``ddp``, or a ``MainGradOptimizer`` when it has no optimizer level."""
+                  max_grad_norm: float | None = None, norm_type: float = 2.0, **options):
+    """``impl``'s optimizer over ``ddp``, or a ``MainGradOptimizer`` when it has no optimizer level.
+
+    ``options``: keywords of the optimizer knobs a case turns (``grad_norm_skip_threshold``), passed on
+    only when given, so an implementation that maps none of them is called as before.
+    """
     if "optimizer" in impl.capabilities:
-        return impl.make_optimizer(ddp, make_optimizer, max_grad_norm, norm_type)
+        return impl.make_optimizer(ddp, make_optimizer, max_grad_norm, norm_type, **options)
     return MainGradOptimizer(model, make_optimizer)

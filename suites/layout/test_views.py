@@ -75,3 +75,20 @@ def test_shard_views_are_cached_views(impl, device, sharded_policy, model, setup
                 for r, view in enumerate(shards):
                     check_equal(view.numel(), shard, f"bucket {i} {kind} shard {r} numel")
                     check_view_at(view, base, lo + r * shard, f"bucket {i} {kind} shard {r}")
+
+
+@pytest.mark.requires("buffer")
+@given(model=small_models, setup=small_setups)
+def test_bucket_param_to_index_is_the_param_offset_in_the_bucket(impl, device, policy, model, setup):
+    """upstream's test_param_to_index_alignment_with_padding: a bucket's per-param ranges count the start
+    padding, so reading a param through its bucket reads that param."""
+    buffers, params, _ = _build(impl, model, setup, policy, device)
+    for buf in buffers:
+        for i, (bucket, (lo, _)) in enumerate(zip(buf.buckets, buf.layout.bucket_indices)):
+            for name, (start, end, b) in buf.layout.param_index_map.items():
+                if b != i:
+                    continue
+                check_equal(tuple(bucket.param_to_index[name]), (start - lo, end - lo),
+                            f"bucket {i} param_to_index of {name}")
+                check_view_at(params[name].main_grad, bucket.grad_data, start - lo,
+                              f"{name}.main_grad in bucket {i}")

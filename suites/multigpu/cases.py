@@ -11,9 +11,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import pytest
 import torch
 
 from reference.config import DDPConfig
+
+from suites.impls.protocol import knobs_used, undeclared_knobs
 
 from .moe import Topology
 
@@ -44,6 +47,18 @@ class Case:
     """Run one backward and grad sync, no optimizer step: only the ddp level is needed."""
     moe: Topology | None = None
     """Train the mixture-of-experts model over this (ep, edp) topology instead of the dense one."""
+    instances: int = 1
+    """Distributed-optimizer instances (upstream's num_distributed_optimizer_instances)."""
+    fp32_reduce_scatter: bool = False
+    """Reduce-scatter bf16 grads summing them in fp32 (upstream's reduce_scatter_with_fp32_accumulation)."""
+    fp32_local: tuple[str, ...] = ()
+    """Params (fnmatch patterns, or "all") accumulating microbatches in an fp32 main_grad of their own."""
+    skip_above: float | None = None
+    """Skip an optimizer step whose grad norm exceeds this (upstream's grad_norm_skip_threshold)."""
+    force_all_reduce: bool = False
+    """Finish the grad sync with finish_grad_sync(force_all_reduce=True): every rank holds every reduced grad."""
+    world: int | None = None
+    """Ranks the case needs (run in a pool of its own under plain pytest); None: the session's world size."""
 
     @property
     def dtype(self) -> torch.dtype:
@@ -60,11 +75,19 @@ class Case:
             grad_reduce_in_fp32=self.bf16 and self.fp32_grads,
             calculate_per_token_loss=self.num_tokens,
             buckets_per_group=self.buckets_per_group,
+            num_distributed_optimizer_instances=self.instances,
+            reduce_scatter_with_fp32_accumulation=self.fp32_reduce_scatter,
+            param_name_patterns_for_fp32_local_accumulation=self.fp32_local,
         )
+
+    def knobs(self) -> list[str]:
+        """The upstream knobs (suites/impls/protocol.py KNOBS) this case turns."""
+        return knobs_used(self.ddp_config()) + ["force_all_reduce"] * self.force_all_reduce \
+            + ["grad_norm_skip_threshold"] * (self.skip_above is not None)
 
     def unsupported_by(self, impl) -> str | None:
         """Why ``impl`` cannot run this case, or None."""
-        reason = impl.unsupported(self.ddp_config())
+        reason = undeclared_knobs(impl, self.knobs()) or impl.unsupported(self.ddp_config())
         if reason or "optimizer" in impl.capabilities:
             return reason
         stepped = not self.grad_sync_only
@@ -82,6 +105,10 @@ class Case:
     def bitwise(self, world_size: int) -> bool:
         """docs/rules.md: at world size 2, fp32, gloo's sum is the same however split."""
         return world_size == 2 and not self.bf16 and self.clip is None and not self.num_tokens
+
+    def optimizer_options(self) -> dict:
+        """Keywords for ``make_optimizer`` beyond clipping: only the knobs this case turns."""
+        return {} if self.skip_above is None else {"grad_norm_skip_threshold": self.skip_above}
 
     def make_torch_optimizer(self, params):
         if self.optimizer == "adam":
@@ -112,6 +139,7 @@ def _matrix() -> list[Case]:
                                 optimizer="adam", buckets_per_group=2)),
         ):
             cases.append(dataclasses.replace(base, name=f"{mode}-{suffix}", **change))
+    cases += _knob_cases()
     cases += [
         Case("distopt-high-busbw", "high-busbw"),
         Case("distopt-shard-aligned", "shard-aligned", bucket_size=MID),
@@ -120,6 +148,35 @@ def _matrix() -> list[Case]:
              optimizer="adam", microbatches=2),
     ]
     return cases
+
+
+def _knob_cases() -> list[Case]:
+    """Upstream's newer knobs (docs/rules.md, section 6), each decision with a case on either side of it."""
+    bf16 = dict(bf16=True, fp32_grads=False)
+    return [
+        Case("distopt-2-instances", "padded", instances=2),
+        Case("distopt-2-instances-clip-adam", "padded", instances=2, clip=0.05, optimizer="adam"),
+        Case("distopt-2-instances-of-2", "padded", instances=2, world=4),
+        Case("distopt-2-instances-of-2-avg-in-collective", "padded", instances=2, average_in_collective=True,
+             world=4),
+        Case("distopt-bf16-fp32-reduce-scatter", "padded", fp32_reduce_scatter=True, **bf16),
+        Case("allreduce-fp32-local-all", fp32_local=("all",), microbatches=3, **bf16),
+        Case("distopt-fp32-local-weights", "padded", fp32_local=("*.weight",), microbatches=3, **bf16),
+        Case("allreduce-skip-every-step", skip_above=0.01),
+        Case("distopt-skip-every-step", "padded", skip_above=0.01),
+        Case("allreduce-skip-threshold-not-reached", skip_above=100.0),
+        Case("distopt-skip-threshold-not-reached", "padded", skip_above=100.0),
+        Case("distopt-force-all-reduce", "padded", overlap=False, force_all_reduce=True, grad_sync_only=True,
+             steps=1),
+        Case("distopt-2-instances-of-2-force-all-reduce", "padded", instances=2, overlap=False,
+             force_all_reduce=True, grad_sync_only=True, steps=1, world=4),
+    ]
+
+
+def params(cases: list["Case"]) -> list:
+    """``cases`` as pytest params named by the case, each on the ranks it needs."""
+    return [pytest.param(c, id=c.name, marks=[pytest.mark.world_size(c.world)] if c.world else [])
+            for c in cases]
 
 
 def _expert_matrix() -> list[Case]:
@@ -135,12 +192,11 @@ def _expert_matrix() -> list[Case]:
             ("distopt-avg-in-collective", "padded", dict(average_in_collective=True)),
             ("distopt-clip-adam", "padded", dict(clip=0.05, optimizer="adam")),
         ):
-            cases.append(Case(f"moe-{where}-{suffix}", policy, moe=topology, **change))
+            cases.append(Case(f"moe-{where}-{suffix}", policy, moe=topology, world=topology.world, **change))
     return cases
 
 
 CASES: list[Case] = _matrix()
-CASE_IDS = [c.name for c in CASES]
 BY_NAME = {c.name: c for c in CASES}
 EXPERT_CASES: list[Case] = _expert_matrix()
 GRAD_SYNC_CASES = [dataclasses.replace(c, grad_sync_only=True, steps=1) for c in CASES]

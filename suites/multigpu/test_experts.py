@@ -11,19 +11,16 @@ import pytest
 
 from suites.impls import load_implementation
 
-from .cases import EXPERT_CASES, Case
+from .cases import EXPERT_CASES, Case, params
 from .training import train_against_single_process
 
 pytestmark = pytest.mark.requires("ddp", "expert")
-
-PARAMS = [pytest.param(c, id=c.name, marks=pytest.mark.world_size(c.moe.world)) for c in EXPERT_CASES]
-
 
 def check_experts_match_single_process(ctx, case: Case) -> int:
     return train_against_single_process(ctx, load_implementation(ctx.impl_spec), case)
 
 
-@pytest.mark.parametrize("case", PARAMS)
+@pytest.mark.parametrize("case", params(EXPERT_CASES))
 def test_experts_train_like_one_process(ranks, impl, case):
     steps = ranks.run(check_experts_match_single_process, case)
     assert steps == [case.steps] * case.moe.world, f"steps compared per rank: got {steps}"

@@ -4,7 +4,7 @@ import pytest
 
 from suites.impls import load_implementation
 
-from .cases import BY_NAME, CASES, Case
+from .cases import BY_NAME, CASES, Case, params
 from .training import train_against_single_process, train_two_configs
 
 pytestmark = pytest.mark.requires("ddp")
@@ -24,7 +24,7 @@ def check_distopt_equals_allreduce(ctx, allreduce: Case, distopt: Case) -> None:
     train_two_configs(ctx, load_implementation(ctx.impl_spec), allreduce, distopt, bitwise)
 
 
-@pytest.mark.parametrize("case", SINGLE, ids=[c.name for c in SINGLE])
+@pytest.mark.parametrize("case", params(SINGLE))
 def test_matches_single_process(ranks, impl, case):
     ranks.run(check_matches_single_process, case)
 

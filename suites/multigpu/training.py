@@ -11,6 +11,9 @@ holding its experts, against the single-process model holding them all.
 from __future__ import annotations
 
 import contextlib
+import math
+
+import pytest
 import torch
 
 from suites.impls.stepping import optimizer_for
@@ -21,14 +24,15 @@ from .compare import agreed, assert_close, tolerance
 from .models import batch, loss_fn, make_model, tokens_in
 
 
-def owned_grad_pairs(ddp, rank: int, expert_rank: int | None = None):
+def owned_grad_pairs(ddp, rank: int, expert_rank: int | None = None, everything: bool = False):
     """(name, our reduced grad elements, slice of the flattened param they belong to) for this rank.
 
     ``expert_rank``: this rank's index in the expert-data-parallel group, which
-    expert buffers are sharded over (default: ``rank``).
+    expert buffers are sharded over (default: ``rank``). ``everything``: every
+    element (a forced all-reduce reduces whole buckets), not only the owned shard.
     """
     for buf in ddp.buffers:
-        distributed = buf.param_data is not None
+        distributed = buf.param_data is not None and not everything
         mine = expert_rank if getattr(buf.layout, "expert_parallel", False) and expert_rank is not None else rank
         for name, (start, end, bucket) in buf.layout.param_index_map.items():
             if not distributed:
@@ -54,17 +58,26 @@ def single_process_model(case: Case, device) -> torch.nn.Module:
     return model.to(case.dtype).to(device)
 
 
+def requires_instances(ctx, case: Case) -> None:
+    """Skip unless the ranks split evenly into the case's distributed-optimizer instances."""
+    if ctx.world_size % case.instances:
+        pytest.skip(f"{case.instances} distributed-optimizer instances need a world size they divide, "
+                    f"got {ctx.world_size}")
+
+
 class Side:
     """One model being trained: the implementation under test, or an oracle."""
 
     def __init__(self, case: Case, ctx, impl=None) -> None:
         self.case, self.ctx, self.impl = case, ctx, impl
         if impl is not None:
+            requires_instances(ctx, case)
             self.model = local_model(case, ctx)
             extra = {"expert_group": moe.groups(case.moe, ctx.rank)[1]} if case.moe else {}
             self.ddp = impl.wrap(self.model, case.ddp_config(), ctx.group, ctx.control_group, **extra)
             self.full_step = "optimizer" in impl.capabilities
-            self.opt = optimizer_for(impl, self.ddp, self.model, case.make_torch_optimizer, case.clip, case.norm_type)
+            self.opt = optimizer_for(impl, self.ddp, self.model, case.make_torch_optimizer, case.clip, case.norm_type,
+                                     **case.optimizer_options())
         else:
             self.model = make_model(case.tied, case.dtype).to(ctx.device)
             device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
@@ -89,7 +102,8 @@ class Side:
         """(oracle's name, reduced grad elements this rank owns, their slice of the flattened param)."""
         topology, rank = self.case.moe, self.ctx.rank
         expert_rank = topology.edp_ranks(rank).index(rank) if topology else None
-        for name, got, where in owned_grad_pairs(self.ddp, rank, expert_rank):
+        shard_rank = rank % (self.ctx.world_size // self.case.instances)  # this rank's place in its instance
+        for name, got, where in owned_grad_pairs(self.ddp, shard_rank, expert_rank, self.case.force_all_reduce):
             yield (topology.global_name(name, rank) if topology else name), got, where
 
     def backward(self, step: int, global_tokens: int) -> int:
@@ -115,6 +129,9 @@ class Side:
     def sync(self, local_tokens: int) -> None:
         if self.impl is None:
             return
+        if self.case.force_all_reduce:
+            self.ddp.finish_grad_sync(force_all_reduce=True)
+            return
         if not self.full_step:
             self.ddp.finish_grad_sync()
             return
@@ -126,12 +143,7 @@ class Side:
     def step(self) -> float | None:
         if self.impl is not None:
             return self.opt.step()
-        norm = None
-        if self.case.clip is not None:
-            norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.case.clip,
-                                                        norm_type=self.case.norm_type))
-        self.opt.step()
-        return norm
+        return oracle_step(self.case, self.model, self.opt)
 
     def settle_params(self, step: int) -> torch.Tensor | None:
         """With overlapped param gathers, params arrive with the next forward: run one, return its logits."""
@@ -148,6 +160,18 @@ class Side:
             self.opt.zero_grad()
         else:
             self.ddp.zero_grad_buffer()
+
+
+def oracle_step(case: Case, model: torch.nn.Module, opt) -> float | None:
+    """The torch side's step: clip by the case's norm, skip when the norm passes the skip threshold; the norm
+    (before clipping) when either is set."""
+    if case.clip is None and case.skip_above is None:
+        opt.step()
+        return None
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), case.clip or math.inf, norm_type=case.norm_type))
+    if case.skip_above is None or norm <= case.skip_above:
+        opt.step()
+    return norm
 
 
 def global_token_count(case: Case, step: int, world_size: int) -> int:
@@ -192,6 +216,15 @@ def compare_step(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, zero
         assert zeros == want, f"step {step} zero grad elements: got {zeros}, but should be {want}"
 
 
+def compare_norm(case: Case, step: int, norm: float | None, their_norm: float | None, oracle: str) -> None:
+    """The grad norm, taken when clipping or skipping by it, against the oracle's."""
+    if case.clip is None and case.skip_above is None:
+        return
+    assert norm is not None and abs(norm - their_norm) <= 1e-5 * their_norm, (
+        f"step {step} grad norm: got {norm}, but should be {their_norm} ({oracle})"
+    )
+
+
 def compare_update(ctx, case: Case, ours: dict, theirs: Side, tol, step: int, norms, logits) -> None:
     """The clip norm, the forward after the step (overlapped gathers) and every param (``ours``: ``Side.params()``)."""
     norm, their_norm = norms
@@ -199,9 +232,7 @@ def compare_update(ctx, case: Case, ours: dict, theirs: Side, tol, step: int, no
         assert norm is not None and norm > case.clip, (
             f"step {step} grad norm: got {norm}, but should exceed max_norm {case.clip} so clipping is exercised"
         )
-        assert abs(norm - their_norm) <= 1e-5 * their_norm, (
-            f"step {step} grad norm: got {norm}, but should be {their_norm} (torch clip_grad_norm_)"
-        )
+    compare_norm(case, step, norm, their_norm, "torch clip_grad_norm_")
     if logits is not None:  # forward must have waited for the all-gather
         with torch.no_grad():
             want = theirs.model(batch(case.seed, step, 0, ctx.rank)[0].to(ctx.device))
@@ -258,11 +289,7 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
         agreed(ctx, lambda: _compare_with_oracle_grads(ctx, ours, oracle, tol, step, zeros))
         norm = ours.step()
         ours.settle_params(step)
-        their_norm = None
-        if case.clip is not None:
-            their_norm = float(torch.nn.utils.clip_grad_norm_(local.parameters(), case.clip,
-                                                              norm_type=case.norm_type))
-        opt.step()
+        their_norm = oracle_step(case, local, opt)
         opt.zero_grad(set_to_none=True)
         ours.zero_grad()
         params = ours.params()
@@ -278,10 +305,7 @@ def _compare_with_oracle_grads(ctx, ours: Side, oracle, tol, step: int, zeros: i
 
 
 def _compare_with_oracle_update(ctx, case: Case, ours: dict, oracle, tol, step: int, norm, their_norm) -> None:
-    if case.clip is not None:
-        assert norm is not None and abs(norm - their_norm) <= 1e-5 * their_norm, (
-            f"step {step} grad norm: got {norm}, but should be {their_norm} (single process)"
-        )
+    compare_norm(case, step, norm, their_norm, "single process")
     for name, param in ours.items():
         assert_close(param, oracle[name], tol, f"step {step} rank {ctx.rank} param {name} (vs single process)")
 
