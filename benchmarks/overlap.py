@@ -48,6 +48,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from ranks.recording import recording
 from reference.config import DDPConfig
 
 from .emulation import layer_stack
@@ -106,11 +107,13 @@ def bucket_collective_s(ctx, model: Model) -> float:
 class Steps:
     """One implementation's three step variants over its own copy of the model."""
 
-    def __init__(self, ctx, impl, model: Model, wait_s: float) -> None:
+    def __init__(self, ctx, impl, model: Model, wait_s: float, group=None) -> None:
+        """``group``: the group the implementation reduces over (default the group under test; the timeline
+        hands it a recorder of that group)."""
         self.ctx, self.model = ctx, model
         self.net = layer_stack(model, wait_s).to(ctx.device)
         config = DDPConfig(overlap_grad_reduce=True, bucket_size=model.bucket_elements)
-        self.ddp = impl.wrap(self.net, config, ctx.group, ctx.control_group)
+        self.ddp = impl.wrap(self.net, config, group or ctx.group, ctx.control_group)
         self.impl = impl
         gen = torch.Generator().manual_seed(ctx.rank)
         self.x = torch.randn(model.batch, model.width, generator=gen).to(ctx.device)
@@ -168,7 +171,7 @@ def measure(ctx, settings) -> list[dict]:
         rounds = settings.emulated_rounds if mode == "emulated" else settings.rounds
         collective_s = bucket_collective_s(ctx, model)
         wait_s = model.wait_ratio * collective_s
-        steps = {impl.name: Steps(ctx, timing_variant(impl), model, wait_s) for impl in impls}
+        steps = {impl.name: Steps(ctx, impl, model, wait_s) for impl in impls}
         times = {(name, v): [] for name in steps for v in VARIANTS}
         layer = {name: [] for name in steps}
         for i in range(settings.warmup + rounds):
@@ -182,16 +185,10 @@ def measure(ctx, settings) -> list[dict]:
                 if i >= settings.warmup:
                     layer[name].append(steps[name].backward_s / model.depth)
         for impl in impls:
-            timeline = record_timeline(Steps(ctx, impl, model, wait_s)) if mode == "emulated" else None
+            timeline = record_timeline(ctx, impl, model, wait_s) if mode == "emulated" else None
             records.append(_record(ctx, mode, impl.name, model, collective_s, wait_s, times, layer[impl.name],
                                    timeline))
     return records
-
-
-def timing_variant(impl):
-    """The implementation as timed: an adapter that pays for making its collectives visible (torch's
-    Python comm hook) offers ``for_timing()`` without that cost; the timeline uses the visible one."""
-    return impl.for_timing() if hasattr(impl, "for_timing") else impl
 
 
 def communication_check(compute: list[float], serial: list[float]) -> tuple[Figure, str | None]:
@@ -238,14 +235,15 @@ def _record(ctx, mode, name, model: Model, collective_s, wait_s, times, layer_s:
     }
 
 
-def record_timeline(steps: Steps, warmup: int = 2) -> dict:
+def record_timeline(ctx, impl, model: Model, wait_s: float, warmup: int = 2) -> dict:
     """One overlapped step, after ``warmup`` ones (upstream dispatches its first step's collectives late,
-    torch DDP rebuilds its buckets after it): each layer's backward span and each collective's span."""
-    from suites.multigpu.recording import patch_points
-
+    torch DDP rebuilds its buckets after it): each layer's backward span and each collective's span. The
+    implementation reduces over a recorder of the group under test (on CPU its record gives the spans)."""
+    recorder = recording(ctx.group)
+    steps = Steps(ctx, impl, model, wait_s, recorder)
     for _ in range(warmup):
         steps.run("overlap")
-    spans = profiled_step(steps) if steps.ctx.device.type == "cuda" else host_step(steps, patch_points(steps.impl))
+    spans = profiled_step(steps) if ctx.device.type == "cuda" else host_step(steps, recorder)
     steps.ddp.zero_grad_buffer()
     return spans
 

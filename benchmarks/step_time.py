@@ -14,7 +14,6 @@ import torch
 from reference.config import DDPConfig
 
 from .emulation import layer_stack
-from .overlap import timing_variant
 from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
 from .stats import Figure, ratios
 from .timing import timed
@@ -70,7 +69,7 @@ def measure(ctx, settings) -> list[dict]:
     model = settings.real
     x = torch.randn(model.batch, model.width, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
     impls = [load_implementation(spec) for spec in settings.impls]
-    steps = {i.name: _impl_step(ctx, timing_variant(i), model, x)
+    steps = {i.name: _impl_step(ctx, i, model, x)
              for i in impls if i.unavailable is None and "ddp" in i.capabilities}
     steps[BASELINE] = _baseline_step(ctx, model, x)
     times = {name: [] for name in steps}

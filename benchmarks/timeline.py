@@ -5,7 +5,9 @@ where the work runs:
 
 - **gloo** (CPU): a layer's span runs from its backward pre-hook to its
   backward hook; a collective's from its launch to the completion of its
-  work's future, which gloo completes when the data has arrived.
+  work's future, which gloo completes when the data has arrived, as the
+  recording group the implementation reduces over saw them (a reduce-scatter
+  has no future on gloo: its end is unknown, null).
 - **NCCL** (CUDA): host-side times say nothing, since everything is queued
   on streams and NCCL completes a work's future when it is enqueued. The
   step runs under the profiler, and the spans are the device's own: each
@@ -70,49 +72,33 @@ def profiled_step(steps) -> dict:
     return spans_from_kernels(kernels, len(steps.net))
 
 
-def host_step(steps, points) -> dict:
-    """One overlapped step on CPU: backward hooks time the layers, the collectives' own futures their ends."""
+def host_step(steps, recorder) -> dict:
+    """One overlapped step on CPU: backward hooks time the layers; ``recorder`` (the recording group the
+    implementation reduces over) times the collectives."""
     origin = [0.0]  # set when the step begins
-    now = lambda: (time.perf_counter() - origin[0]) * 1e3  # noqa: E731 - ms since the step began
-    layers, collectives = [], []
+    ms = lambda t: (t - origin[0]) * 1e3  # noqa: E731 - a perf_counter time as ms since the step began
+    now = lambda: ms(time.perf_counter())  # noqa: E731
+    layers = []
     handles = []
     for index, layer in enumerate(steps.net):
         handles.append(layer.register_full_backward_pre_hook(
             lambda m, g, i=index: layers.append({"layer": i, "start_ms": now(), "end_ms": None})))
         handles.append(layer.register_full_backward_hook(
             lambda m, gi, go, i=index: _close(layers, i, now())))
-
-    def traced(fn):
-        def call(*args, **kwargs):
-            span = {"collective": len(collectives), "start_ms": now(), "end_ms": None}
-            collectives.append(span)
-            work = fn(*args, **kwargs)
-            if not kwargs.get("async_op"):
-                span["end_ms"] = now()  # a blocking call has completed when it returns
-                return work
-            try:
-                work.get_future().add_done_callback(lambda _: span.__setitem__("end_ms", now()))
-            except (AttributeError, RuntimeError, TypeError):
-                pass  # launched inside a coalescing manager: only the group's handle completes; unknown here
-            return work
-        return call
-
-    originals = [(owner, attr, getattr(owner, attr)) for owner, attr in points]
     steps.ctx.sync()
     dist.barrier(group=steps.ctx.group)
+    recorder.clear()
     origin[0] = time.perf_counter()
-    for owner, attr, fn in originals:
-        setattr(owner, attr, traced(fn))
     try:
         backward_end = steps.overlap_step(first_layer_input_grad=True)
         end = now()
     finally:
-        for owner, attr, fn in originals:
-            setattr(owner, attr, fn)
         for handle in handles:
             handle.remove()
-    return {"layers": layers, "collectives": collectives, "backward_end_ms": (backward_end - origin[0]) * 1e3,
-            "step_end_ms": end}
+    collectives = [{"collective": i, "kind": c.kind, "start_ms": ms(c.launched_s),
+                    "end_ms": None if c.completed_s is None else ms(c.completed_s)}
+                   for i, c in enumerate(c for c in recorder.collectives if c.reduces)]
+    return {"layers": layers, "collectives": collectives, "backward_end_ms": ms(backward_end), "step_end_ms": end}
 
 
 def _close(spans: list[dict], layer: int, at: float) -> None:

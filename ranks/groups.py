@@ -119,5 +119,8 @@ def agree_on_backend(store: dist.Store, rank: int, world_size: int, backend: str
 
 
 def leave() -> None:
+    from .recording import forget_recorders
+
+    forget_recorders()
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -33,14 +33,9 @@ params' element size, in MiB; torch's default 25 MiB with a 1 MiB first
 bucket when ``None``; unbounded under ``disable_bucketing``). Torch reduces
 inside backward; the handle aliases ``param.main_grad`` to ``param.grad`` and
 rebuilds a flat ``grad_data`` in the planned layout at ``finish_grad_sync``.
-It registers torch's shipped ``allreduce_hook`` as the comm hook, which torch
-documents as giving the same results as its built-in all-reduce, so that
-each bucket's launch goes through Python's ``torch.distributed.all_reduce``
-where the overlap check can see it (the built-in path is C++). The hook
-divides each bucket by the world size where the built-in multiplies by its
-reciprocal: bitwise the same when the world size is a power of two. The hook
-costs a Python callback per bucket, so ``for_timing()`` gives the adapter
-without it: the benchmarks time torch's own C++ path.
+Torch's reducer launches its all-reduces from C++, through the process group
+it is given: the suites hand it a recording group (``ranks.recording``), so
+they observe torch's own built-in path, with no comm hook.
 
 Not claimed: ``buffer``/``shards`` (no single buffer, no ``main_grad`` views,
 no shards), ``validation``, ``optimizer``.
@@ -52,7 +47,6 @@ import sys
 
 import torch
 import torch.distributed as dist
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import distributed as torch_ddp
 
 from reference.config import DDPConfig
@@ -165,17 +159,6 @@ class TorchDDPImplementation:
     capabilities = frozenset({"layout", "ddp"})
     unavailable = None
 
-    # The comm hook calls torch.distributed.all_reduce once per bucket, when torch launches it.
-    collective_patch_points = [(dist, "all_reduce")]
-
-    def __init__(self, observable: bool = True) -> None:
-        self.observable = observable
-
-    def for_timing(self) -> "TorchDDPImplementation":
-        """torch DDP with its own C++ all-reduce, as users run it: the Python comm hook that makes launches
-        visible to the overlap check costs time (a Python callback per bucket), so timings leave it out."""
-        return TorchDDPImplementation(observable=False)
-
     def unsupported(self, config) -> str | None:
         if config.policy != "packed":
             return (f"torch DDP all-reduces unpadded buckets: it has no {config.policy!r} policy "
@@ -213,8 +196,6 @@ class TorchDDPImplementation:
             module, device_ids=[device.index] if device.type == "cuda" else None, process_group=group,
             bucket_cap_mb=cap_mb, gradient_as_bucket_view=False,
         )
-        if self.observable:
-            ddp.register_comm_hook(group, default_hooks.allreduce_hook)
         names, params, sparse = reducer_params(ddp)
         limits = rebuild_limits(cap_mb)
         return TorchDDP(ddp, module, layouts(names, params, sparse, lambda dtype: limits))

@@ -9,9 +9,9 @@ from suites.multigpu.harness import requires_peers
 
 from .cases import Case
 from .compare import assert_close
-from .recording import patch_points, recording_collectives
+from .observe import StepRecord, requires_observed, watching
 from .models import batch, loss_fn, make_model
-from .training import owned_grad_pairs
+from .training import Side, owned_grad_pairs
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -49,19 +49,22 @@ def check_no_sync_stays_local(ctx, case: Case) -> None:
 def check_no_sync_launches_no_reduction(ctx, case: Case) -> None:
     requires_peers(ctx)  # one rank has nothing to exchange, so an implementation may launch nothing at all
     impl = load_implementation(ctx.impl_spec)
-    model = make_model().to(ctx.device)
-    ddp = impl.wrap(model, case.ddp_config(), ctx.group, ctx.control_group)
-    events: list[str] = []
-    for micro in range(case.microbatches - 1):
-        tokens, labels = (t.to(ctx.device) for t in batch(case.seed, 0, micro, ctx.rank))
-        with ddp.no_sync(), recording_collectives(events, patch_points(impl)):
-            loss_fn(ddp(tokens), labels).backward()
-    assert events == [], f"gradient collectives inside no_sync: got {len(events)}, but should be none"
-    tokens, labels = (t.to(ctx.device) for t in batch(case.seed, 0, case.microbatches - 1, ctx.rank))
-    with recording_collectives(events, patch_points(impl)):
-        loss_fn(ddp(tokens), labels).backward()
-        ddp.finish_grad_sync()
-    assert events, "gradient collectives after the last microbatch: got none, but should be at least one"
+    side = Side(case, ctx, impl)
+    batches = [tuple(t.to(ctx.device) for t in batch(case.seed, 0, micro, ctx.rank)) for micro in range(case.microbatches)]
+    with watching(side.model, side.recorders) as inside:
+        for tokens, labels in batches[:-1]:
+            with side.ddp.no_sync():
+                loss_fn(side.ddp(tokens), labels).backward()
+    with watching(side.model, side.recorders) as last:
+        loss_fn(side.ddp(batches[-1][0]), batches[-1][1]).backward()
+        side.ddp.finish_grad_sync()
+    requires_observed(StepRecord(inside.collectives + last.collectives), impl)
+    reductions = inside.reductions()
+    assert not reductions, (
+        f"gradient reductions inside no_sync: got {len(reductions)} ({', '.join(c.kind for c in reductions)}), "
+        "but should be none"
+    )
+    assert last.reductions(), "gradient reductions after the last microbatch: got none, but should be at least one"
 
 
 SYNCS = [Case(mode, policy, microbatches=2, grad_sync_only=True)

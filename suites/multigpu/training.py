@@ -16,6 +16,7 @@ import math
 import pytest
 import torch
 
+from ranks.recording import recording
 from suites.impls.stepping import optimizer_for
 
 from . import moe
@@ -73,8 +74,13 @@ class Side:
         if impl is not None:
             requires_instances(ctx, case)
             self.model = local_model(case, ctx)
-            extra = {"expert_group": moe.groups(case.moe, ctx.rank)[1]} if case.moe else {}
-            self.ddp = impl.wrap(self.model, case.ddp_config(), ctx.group, ctx.control_group, **extra)
+            # The implementation gets recorders over the groups under test: what it communicates is observed.
+            self.recorders = [recording(ctx.group)]
+            extra = {}
+            if case.moe:
+                self.recorders.append(recording(moe.groups(case.moe, ctx.rank)[1]))
+                extra["expert_group"] = self.recorders[1]
+            self.ddp = impl.wrap(self.model, case.ddp_config(), self.recorders[0], ctx.control_group, **extra)
             self.full_step = "optimizer" in impl.capabilities
             self.opt = optimizer_for(impl, self.ddp, self.model, case.make_torch_optimizer, case.clip, case.norm_type,
                                      **case.optimizer_options())
