@@ -9,9 +9,12 @@ Format::
     [[xfail]]
     test = "suites/layout/test_golden.py::test_*"     # fnmatch patterns allowed
     reason = "a known, recorded difference"
+    versions = "<0.19"      # optional: only for these versions of the implementation
 
-An entry that matches no collected test draws a warning, so stale entries
-do not silently pile up.
+``versions`` takes PEP 440 specifiers: an entry with it applies only when the
+implementation's version satisfies them, so one list serves several releases
+of a peer. An entry that matches no collected test draws a warning, so stale
+entries do not silently pile up.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 EXPECTATIONS_DIR = Path(
     os.environ.get("DDPC_EXPECTATIONS_DIR")
@@ -33,12 +39,24 @@ class Expectation:
     kind: str  # "skip" or "xfail"
     test: str
     reason: str
+    versions: SpecifierSet = SpecifierSet()  # empty: every version
 
     def matches(self, nodeid: str) -> bool:
         return fnmatch.fnmatchcase(nodeid, self.test) or nodeid.startswith(self.test + "[")
 
+    def applies_to(self, version: str) -> bool:
+        """Whether this entry is for ``version``; never for a string that is no version ("not installed")."""
+        if not self.versions:
+            return True
+        try:
+            return self.versions.contains(Version(version), prereleases=True)
+        except InvalidVersion:
+            return False
 
-def load_expectations(impl_name: str, directory: Path = EXPECTATIONS_DIR) -> list[Expectation]:
+
+def load_expectations(impl_name: str, directory: Path = EXPECTATIONS_DIR, *,
+                      version: str | None = None) -> list[Expectation]:
+    """The entries for ``impl_name``; with ``version``, only those that apply to it."""
     path = directory / f"{impl_name}.toml"
     if not path.exists():
         return []
@@ -51,8 +69,15 @@ def load_expectations(impl_name: str, directory: Path = EXPECTATIONS_DIR) -> lis
                     f"{path}: {kind}[{i}] is {entry!r}, but should have a non-empty 'test' and "
                     "'reason'"
                 )
-            entries.append(Expectation(kind, entry["test"], entry["reason"]))
+            try:
+                versions = SpecifierSet(entry.get("versions", ""))
+            except InvalidSpecifier:
+                raise ValueError(
+                    f"{path}: {kind}[{i}] versions is {entry['versions']!r}, but should be PEP 440 "
+                    "version specifiers such as '<0.19' or '>=0.16,<0.17'"
+                ) from None
+            entries.append(Expectation(kind, entry["test"], entry["reason"], versions))
     unknown = set(data) - {"skip", "xfail"}
     if unknown:
         raise ValueError(f"{path}: got tables {sorted(unknown)}, but should only have skip, xfail")
-    return entries
+    return [e for e in entries if version is None or e.applies_to(version)]

@@ -120,7 +120,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _keep_only(config, items)
     impl = config._ddpc_impl
-    expectations = load_expectations(impl.name)
+    expectations = load_expectations(impl.name, version=impl.version)
     used: set[Expectation] = set()
     for item in items:
         if "impl" not in getattr(item, "fixturenames", ()):

@@ -31,3 +31,31 @@ def test_skip_applies_and_stale_entry_warns(tmp_path):
                       env={"DDPC_EXPECTATIONS_DIR": str(tmp_path)})
     assert "1 skipped" in proc.stdout and "deliberately skipped" in proc.stdout, proc.stdout[-1500:]
     assert "test_gone' for reference matches no collected test" in proc.stdout, proc.stdout[-1500:]
+
+
+def test_versions_limit_an_entry_to_the_versions_it_names(tmp_path):
+    (tmp_path / "x.toml").write_text(
+        '[[skip]]\ntest = "a"\nreason = "before 0.19"\nversions = "<0.19"\n\n'
+        '[[xfail]]\ntest = "b"\nreason = "every version"\n'
+    )
+    assert [e.test for e in load_expectations("x", tmp_path, version="0.16.1")] == ["a", "b"]
+    assert [e.test for e in load_expectations("x", tmp_path, version="0.19.2")] == ["b"]
+    assert [e.test for e in load_expectations("x", tmp_path, version="0.17.0rc1")] == ["a", "b"]
+    assert [e.test for e in load_expectations("x", tmp_path, version="not installed")] == ["b"]
+    assert [e.test for e in load_expectations("x", tmp_path, version=None)] == ["a", "b"]
+
+
+def test_versions_that_are_no_specifiers_are_an_error(tmp_path):
+    (tmp_path / "x.toml").write_text('[[skip]]\ntest = "a"\nreason = "r"\nversions = "0.19+"\n')
+    with pytest.raises(ValueError, match=r"skip\[0\] versions is '0.19\+', but should be PEP 440"):
+        load_expectations("x", tmp_path, version="0.19.2")
+
+
+def test_entry_for_other_versions_neither_applies_nor_warns(tmp_path):
+    (tmp_path / "reference.toml").write_text(
+        f'[[skip]]\ntest = "{TARGET}"\nreason = "only for an old reference"\nversions = "<0.0.1"\n'
+    )
+    proc = run_pytest("suites/layout/test_golden.py", "-k", "seed_example_1",
+                      env={"DDPC_EXPECTATIONS_DIR": str(tmp_path)})
+    assert "1 passed" in proc.stdout and "only for an old reference" not in proc.stdout, proc.stdout[-1500:]
+    assert "matches no collected test" not in proc.stdout, proc.stdout[-1500:]

@@ -1,14 +1,15 @@
-"""Adapter for megatron-core (the optional peer, ``--impl megatron``), version 0.16.1.
+"""Adapter for megatron-core (the optional peer, ``--impl megatron``): 0.16.1 and 0.19.2.
 
-megatron-core 0.16.1 is what pip resolves on Python 3.11. Every level runs
-upstream's own code; ``suites/impls/megatron_cpu.py`` holds the five runtime
-patches it needs on a CPU, each named by the line it works around.
+pip resolves 0.16.1 on Python 3.11 and the newest on 3.12 (``tox -e
+megatron-019`` installs 0.19.2 on 3.11). Every level runs upstream's own code;
+``suites/impls/megatron_cpu.py`` holds the runtime patches each version needs
+on a CPU, each named by the line it works around.
 
 ``layout``, ``buffer``
     upstream's ``_ParamAndGradBuffer``, built per (expert parallel, param
-    dtype, grad dtype) as upstream's DDP groups them, with a fake group that
-    answers ``size()`` and ``rank()``, so any dp can be planned in one
-    process ("meta" tensors: nothing is allocated).
+    dtype, grad dtype) as upstream's DDP builds them
+    (``suites/impls/megatron_buffers.py``), with a fake group that answers
+    ``size()`` and ``rank()``, so any dp can be planned in one process.
 ``ddp``, ``expert``
     upstream's ``DistributedDataParallel`` on the given (gloo or NCCL) group;
     expert params (``allreduce = False``) are reduced over ``expert_group``,
@@ -22,9 +23,10 @@ patches it needs on a CPU, each named by the line it works around.
 
 Real differences, recorded rather than hidden (docs/peers.md):
 
-* upstream groups params by dtype in its DDP wrapper, not in the buffer; the
-  layout adapter groups them the same way, so the dtype-grouping test would
-  test the adapter and is skipped in ``fixtures/expectations/megatron.toml``;
+* before 0.19 upstream groups params by dtype inline in its DDP wrapper, so
+  the layout adapter groups them itself there and the grouping checks skip
+  (``fixtures/expectations/megatron.toml``); from 0.19 upstream's own
+  grouping is used and checked;
 * it fills its shard cache only inside ``start_grad_sync`` and
   ``start_param_sync``, which issue collectives: no ``shards`` level;
 * it validates with bare ``assert`` statements: no ``validation`` level;
@@ -35,18 +37,17 @@ Real differences, recorded rather than hidden (docs/peers.md):
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import logging
-from types import SimpleNamespace
 from typing import Iterator
 
 import torch
 import torch.distributed as dist
 
-from reference.layout import LayoutConfig, LayoutRecord, is_expert_parallel
+from reference.layout import LayoutConfig
 
-from . import megatron_cpu
+from . import megatron_buffers, megatron_cpu
 from .forwarding import ForwardingDDP
+from .megatron_buffers import MegatronBuffer
 from .protocol import NamedParams
 
 POLICY_FLAGS = {  # policy -> (use_distributed_optimizer, pad_buckets_for_high_nccl_busbw)
@@ -54,46 +55,6 @@ POLICY_FLAGS = {  # policy -> (use_distributed_optimizer, pad_buckets_for_high_n
     "padded": (True, False),
     "high-busbw": (True, True),
 }
-
-
-class FakeGroup:
-    """Answers the two questions megatron's buffer asks of its process group."""
-
-    def __init__(self, size: int, rank: int = 0) -> None:
-        self._size, self._rank = size, rank
-
-    def size(self) -> int:
-        return self._size
-
-    def rank(self) -> int:
-        return self._rank
-
-
-class MegatronBuffer:
-    """A built ``_ParamAndGradBuffer`` with the names the suites use."""
-
-    def __init__(self, buffer, names: dict, expert: bool) -> None:
-        self.raw = buffer
-        self.grad_data = buffer.grad_data
-        self.param_data = buffer.param_data
-        self.buckets = buffer.buckets
-        self.params = {names[p]: p for p in buffer.params}
-        self.layout = LayoutRecord(
-            param_dtype=buffer.param_dtype,
-            grad_dtype=buffer.grad_dtype,
-            numel=buffer.numel,
-            numel_unpadded=buffer.numel_unpadded,
-            bucket_indices=tuple(tuple(b) for b in buffer.bucket_indices),
-            per_bucket_numel_unpadded=tuple(b.numel_unpadded for b in buffer.buckets),
-            param_index_map={names[p]: tuple(v) for p, v in buffer.param_index_map.items()},
-            expert_parallel=expert,
-        )
-
-    def owned_range(self, bucket_id: int, rank: int) -> tuple[int, int]:
-        """Upstream reduce-scatters bucket ``b`` into ``shard_buffer(b, dp)[rank]``: the rank-th slice."""
-        start, end = self.layout.bucket_indices[bucket_id]
-        shard = (end - start) // self.raw.data_parallel_world_size
-        return start + rank * shard, start + (rank + 1) * shard
 
 
 class MegatronDDP(ForwardingDDP):
@@ -140,7 +101,7 @@ class MegatronOptimizer:
 
         self.raw.prepare_grads()
         parts = self.raw.chained_optimizers
-        grads = [g for opt in parts for g in opt.get_main_grads_for_grad_norm()]
+        grads = [g for opt in parts for g in _grads_for_norm(opt)]
         # A max over every rank counts each element's value once, however it is replicated.
         norm = get_grad_norm_fp32(grads, norm_type=norm_type, grad_stats_parallel_group=self.ddp.groups.dp)
         clip_grad_by_total_norm_fp32([p for opt in parts for p in opt.get_parameters()], self.max_grad_norm, norm)
@@ -155,6 +116,12 @@ class MegatronOptimizer:
         with megatron_cpu.running(self.ddp.device):
             self.raw.prepare_grads()
             return int(self.raw.count_zeros())
+
+
+def _grads_for_norm(optimizer) -> list[torch.Tensor]:
+    """The grads upstream takes a norm over (``get_main_grads_for_grad_norm`` was renamed in 0.19)."""
+    renamed = getattr(optimizer, "get_grads_for_grad_norm", None)
+    return renamed() if renamed else optimizer.get_main_grads_for_grad_norm()
 
 
 def optimizer_config(make_optimizer, max_grad_norm: float | None, ddp: MegatronDDP):
@@ -183,15 +150,15 @@ class MegatronCoreImplementation:
     capabilities = frozenset({"layout", "buffer", "ddp", "expert", "optimizer"})
 
     def __init__(self) -> None:
+        self.version = megatron_cpu.installed_version() or "not installed"
         try:
-            self.version = importlib.metadata.version("megatron-core")
+            megatron_cpu.provide_missing_kernels()
             with _quiet():
                 from megatron.core.distributed import param_and_grad_buffer as pgb
                 from megatron.core.distributed.distributed_data_parallel_config import (
                     DistributedDataParallelConfig,
                 )
         except Exception as exc:  # not installed, or broken against this torch
-            self.version = "not installed"
             self.unavailable = (
                 f"megatron-core cannot be imported ({type(exc).__name__}: {exc}); "
                 "install it with `pip install -r requirements-megatron.txt -c constraints.txt`"
@@ -241,6 +208,8 @@ class MegatronCoreImplementation:
                 transformer_config, ddp_config, module,
                 disable_bucketing=config.disable_bucketing, pg_collection=groups,
             )
+        if device.type == "cpu":
+            megatron_cpu.stub_current_stream(ddp.bucket_groups + ddp.expert_parallel_bucket_groups)
         return MegatronDDP(ddp, names, groups, device)
 
     def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> MegatronOptimizer:
@@ -271,29 +240,9 @@ class MegatronCoreImplementation:
             **extra,
         )
 
-    def _buffers(self, named_params: NamedParams, config: LayoutConfig, device) -> list:
-        """Upstream's buffers, grouped as its DDP groups them: dense first, then expert params."""
-        ddp_config = self._ddp_config(config)
-        names, groups = {}, {}
-        for name, param in named_params:
-            expert = is_expert_parallel(param)
-            if device == "meta" and param.device.type != "meta":
-                param = torch.nn.Parameter(torch.empty_like(param, device="meta"))
-            names[param] = name
-            grad_dtype = torch.float32 if config.grad_reduce_in_fp32 else param.dtype
-            groups.setdefault((expert, param.dtype, grad_dtype), []).append(param)
-        buffers = []
+    def _buffers(self, named_params: NamedParams, config: LayoutConfig, device) -> list[MegatronBuffer]:
         with megatron_cpu.planning(self._pgb, device):
-            for (expert, param_dtype, grad_dtype), params in sorted(groups.items(), key=lambda kv: kv[0][0]):
-                dp = FakeGroup(config.expert_dp_size if expert else config.dp)
-                raw = self._pgb._ParamAndGradBuffer(
-                    ddp_config, param_dtype, grad_dtype, params, data_parallel_group=dp,
-                    bucket_size=config.bucket_size, param_to_name=names, gradient_scaling_factor=1.0 / config.dp,
-                    param_indices=list(range(len(params))), nccl_ub=False,
-                    pg_collection=SimpleNamespace(tp=FakeGroup(1), dp_cp=dp),
-                )
-                buffers.append(MegatronBuffer(raw, names, expert))
-        return buffers
+            return megatron_buffers.build(self._pgb, self._ddp_config(config), named_params, config, device)
 
 
 _groups: dict[tuple, object] = {}

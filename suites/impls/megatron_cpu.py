@@ -1,43 +1,69 @@
-"""What megatron-core 0.16.1 needs to run its DDP and distributed optimizer on a CPU over gloo.
+"""What megatron-core needs to run its DDP and distributed optimizer on a CPU over gloo.
 
-Five runtime patches, none of them an edit to megatron's files, each named
-by the line it works around (docs/peers.md has the reproductions):
+Runtime patches, none of them an edit to megatron's files, each applied only to
+the versions whose lines it works around (docs/peers.md has the file and line
+per version, the error and a reproduction):
 
-P1  ``torch.cuda.current_device()`` is where buffers are allocated
-    (distributed/param_and_grad_buffer.py:800, 806): patched to the device
-    wanted ("meta" to plan without allocating, "cpu" to run).
-P2  ``device="cuda"`` is hard-coded in tensor factories of the optimizer
-    (optimizer/optimizer.py:473, 481, 485), the norm and clipping
-    (optimizer/clip_grads.py:90, 103, 174, 207) and utils.py:1207: a
-    ``TorchFunctionMode`` turns a cuda ``device`` argument into "cpu".
-P3  ``Tensor.type()`` is compared with "torch.cuda.FloatTensor" and kin
-    (optimizer/distrib_optimizer.py:361, 420, 582; optimizer/clip_grads.py:167):
-    the same mode reports a CPU tensor's type under its cuda name.
-P4  ``ChainedOptimizer.count_zeros`` (optimizer/optimizer.py:1293) asks
-    parallel_state for the tensor-parallel rank, which explicit process
-    groups never set: ``set_tensor_model_parallel_rank(0)``, its public setter.
-P5  ``DistributedOptimizer`` asserts its inner optimizer is Adam
-    (optimizer/distrib_optimizer.py:514-520, "due to checkpointing
-    requirements"): torch's SGD is let through, as the suite's SGD cases need;
-    only checkpointing is untested with it.
+P1  ``torch.cuda.current_device()`` is where buffers are allocated: patched to
+    the device wanted ("meta" to plan without allocating, "cpu" to run).
+P2  ``device="cuda"`` is hard-coded in tensor factories of the optimizer, the
+    norms and the clipping: a ``TorchFunctionMode`` turns it into "cpu".
+P3  ``Tensor.type()`` is compared with "torch.cuda.FloatTensor" and kin: the
+    same mode reports a CPU tensor's type under its cuda name.
+P4  (before 0.19) ``ChainedOptimizer.count_zeros`` asks parallel_state for the
+    tensor-parallel rank, which explicit process groups never set:
+    ``set_tensor_model_parallel_rank(0)``, its public setter.
+P5  ``DistributedOptimizer`` asserts its inner optimizer is Adam ("due to
+    checkpointing requirements"): torch's SGD is let through, as the suite's
+    SGD cases need; only checkpointing is untested with it.
+P6  (0.19 on) importing megatron.core imports the Triton kernels of the MoE
+    paged stash, whose module imports ``triton`` unguarded: where triton is not
+    installed, a stand-in for that one module, whose kernels raise if called.
+P7  (0.19 on) ``start_grad_sync`` asks ``torch.cuda.current_stream()`` for the
+    stream to wait for CUDA-graph replays on, in every grad sync (backward
+    hooks included): each bucket group's ``start_grad_sync`` gets a CPU stub,
+    with none to wait for.
 
-P1 to P3 are CPU-only; on CUDA devices only P4 and P5 apply. While planning
-with a fake group, the per-stage logger is patched out as well (it asks the
-group for ranks a fake cannot give).
+P1 to P3 and P7 apply on a CPU only; P4 and P5 on every device; P6 wherever
+triton is missing. While planning with a fake group, the per-stage logger is
+patched out as well (it asks the group for ranks a fake cannot give).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.metadata
+import importlib.util
+import sys
+import types
 from typing import Iterator
 from unittest import mock
 
 import torch
+from packaging.version import Version
 from torch.overrides import TorchFunctionMode
+
+# P4 ends, P6 and P7 begin here (seen in 0.16.1 and 0.19.2; 0.17 and 0.18 are untested and get 0.16's set).
+PATCHES_CHANGE_AT = Version("0.19")
+PAGED_STASH_KERNELS = "megatron.core.transformer.moe.ops.paged_stash"
+
+
+@functools.cache
+def installed_version() -> str | None:
+    """megatron-core's version as pip installed it, or None when it is not installed."""
+    try:
+        return importlib.metadata.version("megatron-core")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _at_least_0_19() -> bool:
+    return Version(installed_version() or "0") >= PATCHES_CHANGE_AT
 
 
 class CudaOnCpu(TorchFunctionMode):
-    """P2: a tensor factory asked for ``device="cuda"`` gets "cpu"; P3: ``Tensor.type()`` says "torch.cuda.*"."""
+    """P2: a factory asked for ``device="cuda"`` gets "cpu"; P3: ``Tensor.type()`` says "torch.cuda.*"."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -49,6 +75,50 @@ class CudaOnCpu(TorchFunctionMode):
                 and not out.startswith("torch.cuda."):
             out = "torch.cuda." + out.removeprefix("torch.")
         return out
+
+
+class CpuStream:
+    """P7: what ``torch.cuda.current_stream()`` answers on a CPU, where no CUDA graph can be replaying."""
+
+    def wait_event(self, event) -> None:
+        raise RuntimeError(f"event: got {event!r} to wait for, but a CPU run has no CUDA graph replays")
+
+
+def _missing_kernel(name: str):
+    """P6: any kernel asked of the stand-in; dunders are refused so that ``inspect`` sees a plain module."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+
+    def kernel(*args, **kwargs):
+        raise RuntimeError(f"{PAGED_STASH_KERNELS}.{name}: a Triton kernel, but triton is not installed")
+
+    return kernel
+
+
+def provide_missing_kernels() -> None:
+    """P6, before megatron's first import: stand in for the paged stash's kernels where triton is missing."""
+    if not _at_least_0_19() or PAGED_STASH_KERNELS in sys.modules or importlib.util.find_spec("triton"):
+        return
+    stand_in = types.ModuleType(PAGED_STASH_KERNELS, "Stand-in for megatron's Triton kernels (no triton)")
+    stand_in.__getattr__ = _missing_kernel
+    sys.modules[PAGED_STASH_KERNELS] = stand_in
+
+
+def stub_current_stream(bucket_groups) -> None:
+    """P7 on a CPU: these bucket groups' ``start_grad_sync`` see ``CpuStream`` as the current stream."""
+    if not _at_least_0_19():
+        return
+    for group in bucket_groups:
+        group.start_grad_sync = _on_cpu_stream(group.start_grad_sync)
+
+
+def _on_cpu_stream(start_grad_sync):
+    @functools.wraps(start_grad_sync)
+    def start(*args, **kwargs):
+        with mock.patch.object(torch.cuda, "current_stream", lambda *a, **k: CpuStream()):
+            return start_grad_sync(*args, **kwargs)
+
+    return start
 
 
 @contextlib.contextmanager
@@ -64,10 +134,12 @@ def planning(pgb, device) -> Iterator[None]:
 @contextlib.contextmanager
 def running(device: torch.device) -> Iterator[None]:
     """Everything the DDP and the optimizer need on ``device``: P1-P3 on CPU, P4 and P5 always."""
-    from megatron.core import parallel_state
     from megatron.core.optimizer import distrib_optimizer
 
-    parallel_state.set_tensor_model_parallel_rank(0)  # P4
+    if not _at_least_0_19():
+        from megatron.core import parallel_state
+
+        parallel_state.set_tensor_model_parallel_rank(0)  # P4
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(  # P5
             distrib_optimizer, "Adam", (distrib_optimizer.Adam, torch.optim.SGD)))
