@@ -15,6 +15,7 @@ REGISTRY: dict[str, str] = {
     "replicate": "suites.impls.replicate",
     "deepspeed": "suites.impls.deepspeed",
     "deepspeed-zero1": "suites.impls.deepspeed:zero1",
+    "deepspeed-zero3": "suites.impls.deepspeed:zero3",
     "deepspeed-round-robin": "suites.impls.deepspeed:round_robin",
 }
 

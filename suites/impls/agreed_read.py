@@ -19,35 +19,37 @@ from typing import Callable, Sequence
 import torch
 import torch.distributed as dist
 
-STUBBED = ("all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce", "reduce_scatter_tensor")
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce", "reduce_scatter_tensor")
+TORCH_POINTS = [(dist, name) for name in COLLECTIVES if hasattr(dist, name)]
+"""Where reads call their collectives: torch.distributed's functions (a peer that binds them elsewhere adds its own)."""
 
 
 @contextlib.contextmanager
-def collectives_stubbed(calls: list):
-    """torch.distributed's collectives record ``(name, shape, dtype)`` in ``calls`` and send nothing."""
-    originals = {name: getattr(dist, name) for name in STUBBED if hasattr(dist, name)}
+def collectives_stubbed(calls: list, points):
+    """The functions at ``points`` record ``(name, shape, dtype)`` in ``calls`` and send nothing."""
+    originals = [(owner, name, getattr(owner, name)) for owner, name in points]
 
     def stub(name):
         def call(tensor, *args, **kwargs):
             calls.append((name, tuple(getattr(tensor, "shape", ())), str(getattr(tensor, "dtype", ""))))
         return call
 
-    for name in originals:
-        setattr(dist, name, stub(name))
+    for owner, name, _ in originals:
+        setattr(owner, name, stub(name))
     try:
         yield
     finally:
-        for name, fn in originals.items():
-            setattr(dist, name, fn)
+        for owner, name, fn in originals:
+            setattr(owner, name, fn)
 
 
-def rehearse(reads: Sequence[tuple[str, Callable[[], torch.Tensor]]]) -> tuple[str | None, list]:
+def rehearse(reads: Sequence[tuple[str, Callable[[], torch.Tensor]]], points) -> tuple[str | None, list]:
     """Run every read with collectives stubbed: (the first error, or None; the collectives each read issued)."""
     signatures = []
     for name, read in reads:
         calls: list = []
         try:
-            with collectives_stubbed(calls):
+            with collectives_stubbed(calls, points):
                 read()
         except Exception as exc:  # reported to every rank, then raised there
             return f"reading {name!r} raised {type(exc).__name__}: {exc}", signatures
@@ -55,14 +57,16 @@ def rehearse(reads: Sequence[tuple[str, Callable[[], torch.Tensor]]]) -> tuple[s
     return None, signatures
 
 
-def read_on_every_rank(reads: Sequence[tuple[str, Callable[[], torch.Tensor]]], group,
+def read_on_every_rank(reads: Sequence[tuple[str, Callable[[], torch.Tensor]]], group, points=TORCH_POINTS,
                        what: str = "reduced gradients") -> list[torch.Tensor]:
     """``[read() for _, read in reads]``, the same on every rank of ``group``, or an error on all of them.
 
     ``group``: a group every rank reaches (the control group): it carries one
     ``all_gather_object`` of each rank's rehearsal before any real read.
+    ``points``: the ``(owner, function name)`` pairs through which the reads
+    call their collectives, stubbed during the rehearsal.
     """
-    error, signatures = rehearse(reads)
+    error, signatures = rehearse(reads, points)
     everyone: list = [None] * dist.get_world_size(group)
     dist.all_gather_object(everyone, (error, signatures), group=group)
     failed = [(rank, err) for rank, (err, _) in enumerate(everyone) if err is not None]

@@ -59,7 +59,7 @@ import torch.distributed as dist
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig
 
-from .agreed_read import read_on_every_rank
+from .agreed_read import COLLECTIVES, TORCH_POINTS, read_on_every_rank
 from .forwarding import GradsInParamsDDP
 from .wrap import packed_records
 
@@ -89,7 +89,16 @@ STAGE_UNSUPPORTED = {
     2: {"overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce,
                                       "ZeRO-2 reduces each bucket as soon as it fills during backward, with or "
                                       "without overlap_comm (which only moves the reduction to a side stream)")},
+    3: {"overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce,
+                                      "ZeRO-3 reduce-scatters each bucket as soon as it fills during backward"),
+        "calculate_per_token_loss": (lambda c: c.calculate_per_token_loss,
+                                     "ZeRO-3 always averages over the data-parallel ranks: DeepSpeed refuses "
+                                     "gradient_allreduce_op='sum' with stage 3 (runtime/config.py)")},
 }
+
+
+# DeepSpeed's default keeps params under 1e5 elements whole (all of the suites' small models): 0 partitions each.
+STAGE_OPTIONS = {3: {"stage3_param_persistence_threshold": 0}}
 
 
 class DeepSpeedDDP(GradsInParamsDDP):
@@ -129,7 +138,17 @@ class DeepSpeedDDP(GradsInParamsDDP):
 
     def reduced_grads(self, named):
         reads = [(name, functools.partial(_full_grad, param)) for name, param in named]
-        return read_on_every_rank(reads, self.agreement_group)
+        return read_on_every_rank(reads, self.agreement_group, collective_points())
+
+    def whole_params(self) -> dict[str, torch.Tensor]:
+        """ZeRO-3's partitioned params gathered (``safe_get_full_fp32_param``, agreed), in their own dtype;
+        ZeRO-1/2 keep every param whole on every rank."""
+        named = list(self.module.named_parameters())
+        if self.impl.stage != 3:
+            return dict(named)
+        reads = [(name, functools.partial(_full_param, param)) for name, param in named]
+        wholes = read_on_every_rank(reads, self.agreement_group, collective_points(), what="ZeRO-3 params")
+        return {name: whole.to(param.dtype) for (name, param), whole in zip(named, wholes)}
 
     def set_reduced_grads(self, named, grads) -> None:
         from deepspeed.utils import safe_set_full_grad
@@ -179,15 +198,25 @@ class DeepSpeedOptimizer:
         return sum(int((buf.grad_data == 0).sum()) for buf in self.ddp.buffers)
 
 
+def collective_points() -> list:
+    """torch.distributed's collectives, and deepspeed.comm's: its backend binds some of torch's at start-up
+    (ZeRO-3's reduce-scatter and all-gather go through the bound ones, out of torch.distributed's sight)."""
+    from deepspeed import comm
+
+    return TORCH_POINTS + [(comm, name) for name in (*COLLECTIVES, "reduce_scatter_fn") if hasattr(comm, name)]
+
+
 class DeepSpeedImplementation:
     capabilities = frozenset({"ddp", "optimizer"})
 
-    def __init__(self, stage: int, zero_options: dict | None = None, name: str | None = None) -> None:
+    def __init__(self, stage: int, zero_options: dict | None = None, name: str | None = None,
+                 expectations: str | None = None) -> None:
         if stage not in STAGE_UNSUPPORTED:
             raise ValueError(f"stage: got {stage!r}, but should be one of {sorted(STAGE_UNSUPPORTED)}")
         self.stage = stage
         self.zero_options = dict(zero_options or {})
         self.name = name or STAGES[stage]
+        self.expectations = expectations or self.name  # fixtures/expectations/<this>.toml
         self._unsupported = {**STAGE_UNSUPPORTED[stage], **_common_unsupported(stage)}
         try:
             self.version = importlib.metadata.version("deepspeed")
@@ -198,6 +227,14 @@ class DeepSpeedImplementation:
                                 "`DS_BUILD_OPS=0 pip install -r requirements-deepspeed.txt -c constraints.txt`")
         else:
             self.unavailable = None
+
+    @property
+    def collective_patch_points(self) -> list:
+        """The gradient reductions: torch's all-reduce (ZeRO-1/2, through deepspeed.comm) and ZeRO-3's
+        reduce-scatter, which calls the function DeepSpeed's backend bound at start-up."""
+        from deepspeed import comm
+
+        return [(dist, "all_reduce"), (comm, "reduce_scatter_fn")]
 
     def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
         for knob, (used, why) in self._unsupported.items():
@@ -238,7 +275,8 @@ class DeepSpeedImplementation:
 
     def engine_config(self, module: torch.nn.Module, config: DDPConfig, max_grad_norm: float | None) -> dict:
         """The DeepSpeed config dict for ``config`` (see the module docstring for the mapping)."""
-        zero = {"stage": self.stage, "overlap_comm": config.overlap_grad_reduce, **self.zero_options}
+        zero = {"stage": self.stage, "overlap_comm": config.overlap_grad_reduce, **STAGE_OPTIONS.get(self.stage, {}),
+                **self.zero_options}
         if config.disable_bucketing or config.bucket_size is not None:
             bucket = sum(p.numel() for p in module.parameters()) if config.disable_bucketing else config.bucket_size
             zero.update(reduce_bucket_size=bucket, allgather_bucket_size=bucket)
@@ -274,12 +312,19 @@ def _full_grad(param: torch.nn.Parameter) -> torch.Tensor:
     return grad
 
 
+def _full_param(param: torch.nn.Parameter) -> torch.Tensor:
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    return safe_get_full_fp32_param(param)
+
+
 def _stand_in_optimizer(params) -> torch.optim.Optimizer:
     """Fills DeepSpeed's optimizer slot when only the ddp level is used: nothing steps it."""
     return torch.optim.SGD(params, lr=0.0)
 
 
-STAGES = {2: "deepspeed", 1: "deepspeed-zero1"}
+STAGES = {2: "deepspeed", 1: "deepspeed-zero1", 3: "deepspeed-zero3"}
 implementation = DeepSpeedImplementation(2)
 zero1 = DeepSpeedImplementation(1)
+zero3 = DeepSpeedImplementation(3, expectations="deepspeed")
 round_robin = DeepSpeedImplementation(2, {"round_robin_gradients": True}, name="deepspeed-round-robin")

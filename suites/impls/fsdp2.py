@@ -83,6 +83,10 @@ class FSDP2DDP(GradsInParamsDDP):
         """The full gradient, gathered from every rank's shard: a collective, made in layout order."""
         return _full(param.grad)
 
+    def whole_params(self) -> dict[str, torch.Tensor]:
+        """Every param gathered from its shards (a collective per param, in module order)."""
+        return {name: _full(param) for name, param in self.module.named_parameters()}
+
     def wait_for_reductions(self) -> None:
         """FSDP2's root waits for every reduce-scatter before backward returns."""
 

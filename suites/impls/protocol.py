@@ -110,6 +110,9 @@ class DDPHandle(Protocol):
 
     def zero_grad_buffer(self) -> None: ...
 
+    # Optional, for implementations that partition params: ``whole_params() -> {name: whole tensor}``,
+    # a collective called on every rank (the suites read params through it when it exists).
+
 
 class OptimizerHandle(Protocol):
     def step(self) -> float | None:
