@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from reference.config import DDPConfig
-from suites.impls.deepspeed import SHM_OP, implementation as zero2, round_robin, zero1
+from suites.impls.deepspeed import SHM_OP, implementation as zero2, round_robin, zero1, zero3
 from suites.multigpu.models import batch, loss_fn, make_model
 
 needs_deepspeed = pytest.mark.skipif(bool(zero2.unavailable), reason=f"deepspeed: {zero2.unavailable}")
@@ -46,6 +46,7 @@ def test_bf16_and_per_token_losses_map_onto_deepspeed_options():
     (zero1, DDPConfig(overlap_grad_reduce=True), "overlap_grad_reduce=True"),
     (zero2, DDPConfig(overlap_grad_reduce=True, average_in_collective=True), "average_in_collective"),
     (zero2, DDPConfig(overlap_grad_reduce=True, buckets_per_group=2), "buckets_per_group"),
+    (zero3, DDPConfig(overlap_grad_reduce=True, calculate_per_token_loss=True), "calculate_per_token_loss"),
 ])
 def test_unsupported_names_the_knob_and_what_zero_does(peer, config, knob):
     reason = peer.unsupported(config)
@@ -55,7 +56,25 @@ def test_unsupported_names_the_knob_and_what_zero_does(peer, config, knob):
 
 def test_each_stage_runs_what_it_can_express():
     assert zero2.unsupported(DDPConfig(overlap_grad_reduce=True, bucket_size=100)) is None
+    assert zero2.unsupported(DDPConfig(overlap_grad_reduce=True, calculate_per_token_loss=True)) is None
     assert zero1.unsupported(DDPConfig(overlap_grad_reduce=False)) is None
+    assert zero3.unsupported(DDPConfig(overlap_grad_reduce=True, bucket_size=100)) is None
+
+
+def test_zero3_partitions_every_param():
+    ds = zero3.engine_config(make_model(), DDPConfig(overlap_grad_reduce=True), None)
+    assert ds["zero_optimization"]["stage3_param_persistence_threshold"] == 0, ds
+    assert zero3.expectations == "deepspeed" and zero1.expectations == "deepspeed-zero1"
+
+
+def check_zero3_params_are_partitioned_and_read_whole(ctx) -> None:
+    model, plain = make_model(), make_model()
+    ddp = zero3.wrap(model, DDPConfig(overlap_grad_reduce=True), ctx.group, ctx.control_group)
+    zero3.make_optimizer(ddp, lambda ps: torch.optim.SGD(ps, lr=0.1))
+    held = {name: param.numel() for name, param in model.named_parameters()}
+    assert set(held.values()) == {0}, f"ZeRO-3 params held whole outside forward: got {held}, but should be none"
+    for name, whole in ddp.whole_params().items():
+        assert torch.equal(whole, dict(plain.named_parameters())[name]), f"{name}: gathered param differs"
 
 
 def check_no_op_is_built(ctx) -> None:
@@ -98,6 +117,11 @@ def check_round_robin_read_fails_every_rank_fast(ctx) -> str:
 @needs_deepspeed
 def test_initialize_builds_no_cpp_op(ranks):
     ranks.run(check_no_op_is_built)
+
+
+@needs_deepspeed
+def test_zero3_params_are_partitioned_and_read_whole(ranks):
+    ranks.run(check_zero3_params_are_partitioned_and_read_whole)
 
 
 @needs_deepspeed
