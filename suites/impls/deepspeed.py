@@ -1,8 +1,11 @@
-"""Adapter for DeepSpeed ZeRO: ``--impl deepspeed`` (stage 2) and ``--impl deepspeed-zero1`` (stage 1).
+"""Adapter for DeepSpeed ZeRO, one registered name per stage (``STAGES``).
 
-One registered name per ZeRO stage (``STAGES``), each an instance of
-``DeepSpeedImplementation`` at the ``ddp`` and ``optimizer`` levels; no file
-of DeepSpeed is changed. DeepSpeed 0.19.8 runs on CPU and gloo as shipped.
+``--impl deepspeed`` is ZeRO-2, ``deepspeed-zero1`` ZeRO-1, ``deepspeed-zero3``
+ZeRO-3 with every param partitioned (``STAGE_OPTIONS``), and
+``deepspeed-round-robin`` ZeRO-2 with ``round_robin_gradients``, kept for a
+known upstream bug (docs/peers.md). Each is a ``DeepSpeedImplementation`` at
+the ``ddp`` and ``optimizer`` levels; no file of DeepSpeed is changed, and
+DeepSpeed 0.19.8 runs on CPU and gloo as shipped.
 
 ``ddp``
     ``wrap`` returns a handle whose engine ``deepspeed.initialize`` builds on
@@ -10,22 +13,21 @@ of DeepSpeed is changed. DeepSpeed 0.19.8 runs on CPU and gloo as shipped.
     takes the optimizer and the clipping at initialisation. Without an
     optimizer level call (the ddp-level checks, the overlap benchmark) a
     stand-in SGD with lr 0 fills the slot: nothing there steps. ``loss.backward()``
-    runs ZeRO's own hooks (DeepSpeed supports a plain backward since its
-    engine registers output hooks). ``no_sync`` opens DeepSpeed's
-    ``engine.coalesce_grad_reduction()`` and keeps it open until
-    ``finish_grad_sync``: grads accumulate locally in ``param.grad`` and are
-    reduced once, in one pass, at the flush (DeepSpeed's own ``no_sync``
-    asserts under ZeRO-2). Reduced grads are read with
-    ``deepspeed.utils.safe_get_full_grad``, a collective per param, through
-    ``agreed_read`` so that an error on one rank fails every rank.
+    runs ZeRO's own hooks (the engine registers hooks on the forward's output).
+    ``no_sync`` opens DeepSpeed's ``engine.coalesce_grad_reduction()`` and keeps
+    it open until ``finish_grad_sync``: grads accumulate locally in
+    ``param.grad`` and are reduced once, at the flush (DeepSpeed's own
+    ``no_sync`` asserts under ZeRO-2/3). Reduced grads are read with
+    ``deepspeed.utils.safe_get_full_grad`` and ZeRO-3's partitioned params with
+    ``safe_get_full_fp32_param``, each a collective, through ``agreed_read``
+    so that an error on one rank fails every rank.
 ``optimizer``
     the ZeRO optimizer DeepSpeed builds around the suite's torch optimizer
     (``zero_allow_untested_optimizer``), fp32 master partitions for bf16
-    params, DeepSpeed's L2 ``gradient_clipping`` (0, off, without clipping: its
-    default is 1.0) and its global norm; per-token
-    losses reduce with ``gradient_allreduce_op = "sum"`` and
-    ``finalize_model_grads`` divides the reduced grads by the token count
-    (``safe_set_full_grad``).
+    params, DeepSpeed's L2 ``gradient_clipping`` (0 without clipping: its
+    default is 1.0) and its global norm; per-token losses reduce with
+    ``gradient_allreduce_op = "sum"`` and ``finalize_model_grads`` divides the
+    reduced grads by the token count (``safe_set_full_grad``).
 
 Mapped: ``bucket_size`` → ``reduce_bucket_size`` and ``allgather_bucket_size``
 (elements in both; one bucket: the model's size), ``overlap_grad_reduce`` →
@@ -64,21 +66,29 @@ from .forwarding import GradsInParamsDDP
 from .wrap import packed_records
 
 SHM_OP = "deepspeed_shm_comm"
+STAGES = {2: "deepspeed", 1: "deepspeed-zero1", 3: "deepspeed-zero3"}
+
+
+PARTITIONING = {
+    1: "flattens each param group into one buffer padded only to split evenly over the data-parallel ranks",
+    2: "flattens each param group into one buffer padded only to split evenly over the data-parallel ranks",
+    3: "splits each param evenly over the data-parallel ranks, padding its last partition",
+}
 
 
 def _common_unsupported(stage: int) -> dict:
     return {
         "policy": (lambda c: c.policy != "packed",
-                   f"ZeRO-{stage} flattens each param group into one buffer padded only to split evenly over "
-                   "the data-parallel ranks; it has no bucket padding policy (its gathered full grads are "
-                   "checked under 'packed')"),
+                   f"ZeRO-{stage} {PARTITIONING[stage]}; it has no bucket padding policy (its gathered full "
+                   "grads are checked under 'packed')"),
         "average_in_collective": (lambda c: c.average_in_collective,
                                   "ZeRO scales each bucket by 1/dp around a SUM all-reduce "
                                   "(gradient_predivide_factor only moves that scaling); it never reduces with AVG"),
         "buckets_per_group": (lambda c: getattr(c, "buckets_per_group", 1) != 1,
                               "ZeRO launches each reduce bucket (reduce_bucket_size elements) on its own"),
         "check_for_nan_in_grad": (lambda c: getattr(c, "check_for_nan_in_grad", False),
-                                  "ZeRO checks grads for overflow only under fp16 loss scaling; it names no NaN"),
+                                  "ZeRO has no check naming a param with NaN grads (its overflow check serves "
+                                  "fp16 loss scaling)"),
     }
 
 
@@ -93,7 +103,7 @@ STAGE_UNSUPPORTED = {
                                       "ZeRO-3 reduce-scatters each bucket as soon as it fills during backward"),
         "calculate_per_token_loss": (lambda c: c.calculate_per_token_loss,
                                      "ZeRO-3 always averages over the data-parallel ranks: DeepSpeed refuses "
-                                     "gradient_allreduce_op='sum' with stage 3 (runtime/config.py)")},
+                                     "gradient_allreduce_op='sum' with stage 3 (runtime/config.py:694-696)")},
 }
 
 
@@ -323,7 +333,6 @@ def _stand_in_optimizer(params) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=0.0)
 
 
-STAGES = {2: "deepspeed", 1: "deepspeed-zero1", 3: "deepspeed-zero3"}
 implementation = DeepSpeedImplementation(2)
 zero1 = DeepSpeedImplementation(1)
 zero3 = DeepSpeedImplementation(3, expectations="deepspeed")
