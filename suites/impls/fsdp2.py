@@ -26,6 +26,10 @@ reduce-scattered after their backward. What the suites can ask of it:
 Not claimed: ``layout``, ``buffer``, ``shards`` (no bucketed buffer: FSDP2's
 per-param dim-0 rule is checked by tests/test_fsdp2_adapter.py), ``expert``,
 ``validation``. ``unsupported`` names the knobs it has no counterpart for.
+
+``FSDP2Implementation`` takes the function that makes a unit and the reasons
+to skip, so ``suites/impls/replicate.py`` runs torch's ``replicate`` (built on
+FSDP2's machinery) through this same adapter.
 """
 
 from __future__ import annotations
