@@ -318,7 +318,8 @@ def _full_grad(param: torch.nn.Parameter) -> torch.Tensor:
 
     grad = safe_get_full_grad(param)
     if grad is None:
-        raise RuntimeError("safe_get_full_grad returned None: the param has no gradient in ZeRO's partitions")
+        raise RuntimeError("safe_get_full_grad: got None, but should give the reduced gradient (the param has "
+                           "none in ZeRO's partitions: no grad reached it, or the optimizer stepped already)")
     return grad
 
 
