@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from .busbw import Sweep
 
-DEFAULT_IMPLS = ("reference", "torch", "megatron", "fsdp2")
+DEFAULT_IMPLS = ("reference", "torch", "megatron", "fsdp2", "replicate", "deepspeed")
 GLOO_LARGEST = 2**24  # bytes: 16 MiB, what two local gloo ranks sweep in seconds
 NCCL_LARGEST = 2**30  # bytes: 1 GiB, where upstream's 40M-element buckets live
 NCCL_EMULATED_WIDTH = 4096  # 64 MiB fp32 buckets

@@ -10,8 +10,9 @@ what the implementation lacks, with the reason, in this order:
    named in ``requires`` and every parametrized value that is one (a
    ``LayoutConfig``, a ``DDPConfig``, or anything with ``unsupported_by(impl)``,
    such as a multigpu ``Case``) is put to the implementation's ``unsupported``;
-4. its expectation list (``fixtures/expectations/<name>.toml``) skips or
-   xfails the test, for what ``unsupported`` cannot say.
+4. its expectation list (``fixtures/expectations/<name>.toml``, or the file
+   of the name in its optional ``expectations`` attribute, for peers sharing
+   one) skips or xfails the test, for what ``unsupported`` cannot say.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _keep_only(config, items)
     impl = config._ddpc_impl
-    expectations = load_expectations(impl.name, version=impl.version)
+    expectations = load_expectations(getattr(impl, "expectations", impl.name), version=impl.version)
     used: set[Expectation] = set()
     for item in items:
         if "impl" not in getattr(item, "fixturenames", ()):

@@ -12,6 +12,11 @@ REGISTRY: dict[str, str] = {
     "megatron": "suites.impls.megatron_core",
     "torch": "suites.impls.torch_ddp",
     "fsdp2": "suites.impls.fsdp2",
+    "replicate": "suites.impls.replicate",
+    "deepspeed": "suites.impls.deepspeed",
+    "deepspeed-zero1": "suites.impls.deepspeed:zero1",
+    "deepspeed-zero3": "suites.impls.deepspeed:zero3",
+    "deepspeed-round-robin": "suites.impls.deepspeed:round_robin",
 }
 
 

@@ -64,7 +64,8 @@ class GradsBuffer:
     def grad_data(self) -> torch.Tensor:
         if self._flat is None:
             order = sorted(self.layout.param_index_map, key=lambda n: self.layout.param_index_map[n][0])
-            self._flat = torch.cat([self._owner.reduced_grad(self.params[n]).reshape(-1) for n in order])
+            grads = self._owner.reduced_grads([(n, self.params[n]) for n in order])
+            self._flat = torch.cat([g.reshape(-1) for g in grads])
         return self._flat
 
     def forget(self) -> None:
@@ -96,6 +97,10 @@ class GradsInParamsDDP(ForwardingDDP):
     def reduced_grad(self, param: torch.nn.Parameter) -> torch.Tensor:
         """This rank's reduced gradient of ``param``, full (not sharded)."""
         return getattr(param, self.source)
+
+    def reduced_grads(self, named: list[tuple[str, torch.nn.Parameter]]) -> list[torch.Tensor]:
+        """The reduced gradients of ``named`` (in layout order, the same on every rank): one read each."""
+        return [self.reduced_grad(param) for _, param in named]
 
     def wait_for_reductions(self) -> None:
         """Call the wrapper's ``finish_grad_sync`` if it has one (torch DDP reduces within backward)."""

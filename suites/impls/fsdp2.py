@@ -26,6 +26,10 @@ reduce-scattered after their backward. What the suites can ask of it:
 Not claimed: ``layout``, ``buffer``, ``shards`` (no bucketed buffer: FSDP2's
 per-param dim-0 rule is checked by tests/test_fsdp2_adapter.py), ``expert``,
 ``validation``. ``unsupported`` names the knobs it has no counterpart for.
+
+``FSDP2Implementation`` takes the function that makes a unit and the reasons
+to skip, so ``suites/impls/replicate.py`` runs torch's ``replicate`` (built on
+FSDP2's machinery) through this same adapter.
 """
 
 from __future__ import annotations
@@ -43,21 +47,26 @@ from reference.layout import LayoutConfig
 from .forwarding import GradsInParamsDDP
 from .wrap import packed_records
 
-UNSUPPORTED = {
-    "policy": (lambda c: c.policy != "packed",
-               "FSDP2 shards each param on dim 0 with its own padding; it has no bucket padding policy"),
-    "grad_reduce_in_fp32": (lambda c: c.grad_reduce_in_fp32,
-                            "FSDP2 keeps no fp32 main copy of bf16 params (its MixedPrecisionPolicy casts an "
-                            "fp32 model down for compute instead)"),
-    "overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce,
-                                  "FSDP2 always reduce-scatters a unit's grads right after its backward"),
-    "buckets_per_group": (lambda c: getattr(c, "buckets_per_group", 1) != 1,
-                          "FSDP2 groups params by module (fully_shard units), not buckets"),
-    "check_for_nan_in_grad": (lambda c: getattr(c, "check_for_nan_in_grad", False),
-                              "FSDP2 does not check grads for NaN"),
-    "overlap_param_gather": (lambda c: getattr(c, "overlap_param_gather", False),
-                             "FSDP2 prefetches its all-gathers itself"),
-}
+
+def unsupported_knobs(peer: str, padding: str, reduces: str) -> dict:
+    """The knobs an FSDP2-based wrapper has no counterpart for: ``padding`` and ``reduces`` say what it does."""
+    return {
+        "policy": (lambda c: c.policy != "packed", f"{peer} {padding}; it has no bucket padding policy"),
+        "grad_reduce_in_fp32": (lambda c: c.grad_reduce_in_fp32,
+                                f"{peer} keeps no fp32 main copy of bf16 params (its MixedPrecisionPolicy casts an "
+                                "fp32 model down for compute instead)"),
+        "overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce, f"{peer} always {reduces}"),
+        "buckets_per_group": (lambda c: getattr(c, "buckets_per_group", 1) != 1,
+                              f"{peer} groups params by module (its units), not buckets"),
+        "check_for_nan_in_grad": (lambda c: getattr(c, "check_for_nan_in_grad", False),
+                                  f"{peer} does not check grads for NaN"),
+        "overlap_param_gather": (lambda c: getattr(c, "overlap_param_gather", False),
+                                 f"{peer} prefetches its all-gathers itself"),
+    }
+
+
+UNSUPPORTED = unsupported_knobs("FSDP2", "shards each param on dim 0 with its own padding",
+                                "reduce-scatters a unit's grads right after its backward")
 
 
 def _full(tensor: torch.Tensor | None) -> torch.Tensor | None:
@@ -77,6 +86,10 @@ class FSDP2DDP(GradsInParamsDDP):
     def reduced_grad(self, param):
         """The full gradient, gathered from every rank's shard: a collective, made in layout order."""
         return _full(param.grad)
+
+    def whole_params(self) -> dict[str, torch.Tensor]:
+        """Every param gathered from its shards (a collective per param, in module order)."""
+        return {name: _full(param) for name, param in self.module.named_parameters()}
 
     def wait_for_reductions(self) -> None:
         """FSDP2's root waits for every reduce-scatter before backward returns."""
@@ -112,21 +125,34 @@ class FSDP2Optimizer:
         self.ddp.zero_grad_buffer()
 
     def count_zeros(self) -> int:
-        """Zero grad elements over the whole model: each rank counts its own rows (no padding in them)."""
-        local = sum(int((p.grad.to_local() == 0).sum()) for p in self.params)
+        """Zero grad elements over the whole model, each once (no padding in FSDP2's rows)."""
+        rank = dist.get_rank(self.ddp.group)
+        local = sum(_zeros_counted_here(p.grad, rank) for p in self.params)
         total = torch.tensor([local], dtype=torch.int64, device=self.params[0].device)
         dist.all_reduce(total, group=self.ddp.group)
         return int(total.item())
 
 
+def _zeros_counted_here(grad: DTensor, rank: int) -> int:
+    """A sharded grad's zeros in this rank's rows; a replicated grad's zeros once, on rank 0."""
+    if any(placement.is_shard() for placement in grad.placements) or rank == 0:
+        return int((grad.to_local() == 0).sum())
+    return 0
+
+
 class FSDP2Implementation:
-    name = "fsdp2"
+    """FSDP2, or another wrapper built on its machinery: ``apply(module, mesh=...)`` makes a unit."""
+
     version = torch.__version__
     capabilities = frozenset({"ddp", "optimizer"})
     unavailable = None
+    expectations = "fsdp2"  # FSDP2's own behaviour, whatever applies the units
+
+    def __init__(self, name: str = "fsdp2", apply=fully_shard, unsupported: dict = UNSUPPORTED) -> None:
+        self.name, self.apply, self._unsupported = name, apply, unsupported
 
     def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
-        for knob, (used, why) in UNSUPPORTED.items():
+        for knob, (used, why) in self._unsupported.items():
             if used(config):
                 return f"{knob}: {why}"
         return None
@@ -140,8 +166,8 @@ class FSDP2Implementation:
         for child in module.children():
             owns = list(child.parameters())
             if owns and not any(getattr(p, "shared_embedding", False) for p in owns):
-                fully_shard(child, mesh=mesh)
-        fully_shard(module, mesh=mesh)
+                self.apply(child, mesh=mesh)
+        self.apply(module, mesh=mesh)
         for unit in (m for m in module.modules() if isinstance(m, FSDPModule)):
             # FSDP2 reduce-scatters with AVG by default: average_in_collective. Otherwise it sums and
             # divides by the world size, or (per-token losses, summed) by 1 here and by the token

@@ -26,7 +26,10 @@ Levels
     ``wrap(module, config, group)`` returns a ``DDPHandle`` that reduces
     gradients like torch's DistributedDataParallel. Optionally
     ``collective_patch_points``: the (object, attribute) pairs through which
-    it calls collectives, so the overlap test can record launches.
+    it calls collectives, so the overlap test can record launches; and, for
+    an implementation that partitions params, the handle's ``whole_params()``
+    (``{name: whole tensor}``, a collective called on every rank), which the
+    suites then read params through.
 ``expert``
     params marked expert-parallel (``param.allreduce = False``) are planned
     in buffers of their own (``LayoutRecord.expert_parallel``) for

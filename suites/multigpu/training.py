@@ -95,14 +95,14 @@ class Side:
     def params(self) -> dict[str, torch.Tensor]:
         """Every param of this rank's model as a whole tensor, under the oracle's name.
 
-        A sharded (DTensor) param is gathered, which is a collective: call it
-        on every rank, outside the comparisons that may fail on one rank only.
+        An implementation that partitions params gathers them (``whole_params``),
+        which is a collective: call it on every rank, outside the comparisons
+        that may fail on one rank only.
         """
         topology, rank = self.case.moe, self.ctx.rank
-        return {
-            (topology.global_name(name, rank) if topology else name): _whole(param)
-            for name, param in self.model.named_parameters()
-        }
+        whole = getattr(self.ddp, "whole_params", None) if self.impl is not None else None
+        named = whole() if whole is not None else dict(self.model.named_parameters())
+        return {(topology.global_name(name, rank) if topology else name): param for name, param in named.items()}
 
     def reduced_grads(self):
         """(oracle's name, reduced grad elements this rank owns, their slice of the flattened param)."""
@@ -333,8 +333,3 @@ def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> No
                          f"step {step} rank {ctx.rank} param {name}: {second.name} vs {first.name}")
             for name, param in first_params.items()
         ])
-
-
-def _whole(param: torch.Tensor) -> torch.Tensor:
-    full = getattr(param, "full_tensor", None)  # a DTensor (FSDP2): gather the shards
-    return full() if full is not None else param

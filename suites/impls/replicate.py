@@ -1,0 +1,24 @@
+"""Adapter for torch's composable ``replicate`` built on FSDP2 (``--impl replicate``).
+
+``torch.distributed._composable.replicate_with_fsdp.replicate`` (torch 2.13)
+is data parallelism on FSDP2's machinery: every param becomes a DTensor
+*replicated* over the mesh, and each unit's grads are all-reduced (AVG by
+default) right after its backward. Its units are ``FSDPModule``s with FSDP2's
+controls (``set_requires_gradient_sync``, ``set_force_sum_reduction_for_comms``,
+``set_gradient_divide_factor``), so the FSDP2 adapter (``suites/impls/fsdp2.py``)
+runs it unchanged with ``replicate`` in place of ``fully_shard``: the same
+units (each direct child owning params, then the root), the same knob mapping,
+the ``ddp`` and ``optimizer`` levels. Reduced grads are whole on every rank
+(``full_tensor()`` of a replicated DTensor issues no collective).
+"""
+
+from __future__ import annotations
+
+from torch.distributed._composable.replicate_with_fsdp import replicate
+
+from .fsdp2 import FSDP2Implementation, unsupported_knobs
+
+UNSUPPORTED = unsupported_knobs("replicate", "keeps every param whole on every rank, unpadded",
+                                "all-reduces a unit's grads right after its backward")
+
+implementation = FSDP2Implementation("replicate", replicate, UNSUPPORTED)

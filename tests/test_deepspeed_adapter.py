@@ -1,0 +1,137 @@
+"""The DeepSpeed adapter's own logic: its config mapping, its skips, the op build kept out, reads that fail fast.
+
+The mapping and skip checks need no DeepSpeed; the rest skip with the reason
+when it is not installed.
+"""
+
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from reference.config import DDPConfig
+from suites.impls.deepspeed import SHM_OP, implementation as zero2, round_robin, zero1, zero3
+from suites.multigpu.models import batch, loss_fn, make_model
+
+needs_deepspeed = pytest.mark.skipif(bool(zero2.unavailable), reason=f"deepspeed: {zero2.unavailable}")
+FAST = 30.0  # seconds: well inside the process-group timeout
+
+
+def test_buckets_overlap_and_clipping_map_onto_zero_options():
+    model = make_model()
+    ds = zero2.engine_config(model, DDPConfig(overlap_grad_reduce=True, bucket_size=100), None)
+    assert ds["zero_optimization"] == {"stage": 2, "overlap_comm": True, "reduce_bucket_size": 100,
+                                       "allgather_bucket_size": 100}, ds
+    assert ds["gradient_accumulation_steps"] == 1 and ds["gradient_clipping"] == 0.0, ds
+    assert "bf16" not in ds and "gradient_allreduce_op" not in ds, ds
+    one = zero1.engine_config(model, DDPConfig(disable_bucketing=True), 0.05)
+    numel = sum(p.numel() for p in model.parameters())
+    assert one["zero_optimization"]["reduce_bucket_size"] == numel and one["gradient_clipping"] == 0.05, one
+
+
+def test_bf16_and_per_token_losses_map_onto_deepspeed_options():
+    model = make_model(dtype=torch.bfloat16)
+    fp32 = zero2.engine_config(model, DDPConfig(overlap_grad_reduce=True, grad_reduce_in_fp32=True), None)
+    assert fp32["bf16"] == {"enabled": True} and fp32["communication_data_type"] == "fp32", fp32
+    bf16 = zero2.engine_config(model, DDPConfig(overlap_grad_reduce=True), None)
+    assert bf16["communication_data_type"] == "bf16", bf16
+    summed = zero2.engine_config(make_model(), DDPConfig(overlap_grad_reduce=True, calculate_per_token_loss=True), None)
+    assert summed["gradient_allreduce_op"] == "sum", summed
+
+
+@pytest.mark.parametrize("peer, config, knob", [
+    (zero2, DDPConfig(policy="padded", overlap_grad_reduce=True), "policy"),
+    (zero2, DDPConfig(overlap_grad_reduce=False), "overlap_grad_reduce=False"),
+    (zero1, DDPConfig(overlap_grad_reduce=True), "overlap_grad_reduce=True"),
+    (zero2, DDPConfig(overlap_grad_reduce=True, average_in_collective=True), "average_in_collective"),
+    (zero2, DDPConfig(overlap_grad_reduce=True, buckets_per_group=2), "buckets_per_group"),
+    (zero3, DDPConfig(overlap_grad_reduce=True, calculate_per_token_loss=True), "calculate_per_token_loss"),
+])
+def test_unsupported_names_the_knob_and_what_zero_does(peer, config, knob):
+    reason = peer.unsupported(config)
+    assert reason and reason.startswith(f"{knob}: "), f"{peer.name}: got {reason!r}, but should name {knob}"
+    assert "ZeRO" in reason, f"{peer.name}: got {reason!r}, but should say what ZeRO does instead"
+
+
+def test_each_stage_runs_what_it_can_express():
+    assert zero2.unsupported(DDPConfig(overlap_grad_reduce=True, bucket_size=100)) is None
+    assert zero2.unsupported(DDPConfig(overlap_grad_reduce=True, calculate_per_token_loss=True)) is None
+    assert zero1.unsupported(DDPConfig(overlap_grad_reduce=False)) is None
+    assert zero3.unsupported(DDPConfig(overlap_grad_reduce=True, bucket_size=100)) is None
+
+
+def test_zero3_partitions_every_param():
+    ds = zero3.engine_config(make_model(), DDPConfig(overlap_grad_reduce=True), None)
+    assert ds["zero_optimization"]["stage3_param_persistence_threshold"] == 0, ds
+    assert zero3.expectations == "deepspeed" and zero1.expectations == "deepspeed-zero1"
+
+
+def check_zero3_params_are_partitioned_and_read_whole(ctx) -> None:
+    model, plain = make_model(), make_model()
+    ddp = zero3.wrap(model, DDPConfig(overlap_grad_reduce=True), ctx.group, ctx.control_group)
+    zero3.make_optimizer(ddp, lambda ps: torch.optim.SGD(ps, lr=0.1))
+    held = {name: param.numel() for name, param in model.named_parameters()}
+    assert set(held.values()) == {0}, f"ZeRO-3 params held whole outside forward: got {held}, but should be none"
+    for name, whole in ddp.whole_params().items():
+        assert torch.equal(whole, dict(plain.named_parameters())[name]), f"{name}: gathered param differs"
+
+
+def check_no_op_is_built(ctx) -> None:
+    import deepspeed
+    from deepspeed.comm import comm as ds_comm
+
+    ddp = zero2.wrap(make_model(), DDPConfig(overlap_grad_reduce=True), ctx.group, ctx.control_group)
+    tokens, labels = batch(1, 0, 0, ctx.rank)
+    start = time.monotonic()
+    loss_fn(ddp(tokens), labels).backward()
+    took = time.monotonic() - start
+    assert deepspeed.ops.__compatible_ops__[SHM_OP] is False
+    assert ds_comm.cdb.shm_comm_op is None, "DeepSpeed's comm backend: got a shared-memory op, but should build none"
+    assert took < FAST, f"first initialize and step: got {took:.1f}s, but should be under {FAST}s (no C++ build)"
+
+
+def check_make_optimizer_after_forward_is_refused(ctx) -> str:
+    ddp = zero2.wrap(make_model(), DDPConfig(overlap_grad_reduce=True), ctx.group, ctx.control_group)
+    ddp(batch(1, 0, 0, ctx.rank)[0])
+    with pytest.raises(RuntimeError) as info:
+        zero2.make_optimizer(ddp, lambda ps: torch.optim.SGD(ps, lr=0.1))
+    return str(info.value)
+
+
+def check_round_robin_read_fails_every_rank_fast(ctx) -> str:
+    ddp = round_robin.wrap(make_model(), DDPConfig(overlap_grad_reduce=True, bucket_size=100), ctx.group,
+                           ctx.control_group)
+    tokens, labels = batch(7, 0, 0, ctx.rank)
+    loss_fn(ddp(tokens), labels).backward()
+    ddp.finish_grad_sync()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        ddp.buffers[0].grad_data
+    took = time.monotonic() - start
+    assert took < FAST, f"time to fail: got {took:.1f}s, but should be under {FAST}s"
+    dist.barrier(group=ctx.group)  # every rank got here: none is left waiting in a collective
+    return str(info.value)
+
+
+@needs_deepspeed
+def test_initialize_builds_no_cpp_op(ranks):
+    ranks.run(check_no_op_is_built)
+
+
+@needs_deepspeed
+def test_zero3_params_are_partitioned_and_read_whole(ranks):
+    ranks.run(check_zero3_params_are_partitioned_and_read_whole)
+
+
+@needs_deepspeed
+def test_make_optimizer_after_the_first_forward_is_refused(ranks):
+    for message in ranks.run(check_make_optimizer_after_forward_is_refused):
+        assert "DeepSpeed takes the optimizer in deepspeed.initialize" in message, message
+
+
+@needs_deepspeed
+def test_round_robin_read_fails_every_rank_fast(ranks):
+    """The finding's failure mode (docs/peers.md): one rank's size mismatch, reported on every rank."""
+    for message in ranks.run(check_round_robin_read_fails_every_rank_fast):
+        assert "raised RuntimeError: The size of tensor a" in message, message
