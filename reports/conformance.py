@@ -10,6 +10,7 @@ moved on. It spawns its own ranks instead, as many as it is told.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,8 @@ class SuiteResult:
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
     failed_ids: list[str] = field(default_factory=list)  # pytest node ids of failed or erroring tests
+    crashed_ids: list[str] = field(default_factory=list)
+    """The failed ones that did not fail a check: an exception other than an assertion ended them."""
     skip_reasons: dict[str, int] = field(default_factory=dict)
     exit_code: int = 0
 
@@ -100,7 +103,19 @@ def _read_junit(path: Path, result: SuiteResult) -> None:
                 outcome = "failed" if child.tag == "failure" else "errors"
                 result.failures.append(f"{name}: {(child.get('message') or '')[:300]}")
                 result.failed_ids.append(_node_id(case))
+                if crashed(child.get("message") or "", child.text or ""):
+                    result.crashed_ids.append(_node_id(case))
         setattr(result, outcome, getattr(result, outcome) + 1)
+
+
+_RAISED = re.compile(r"^(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)):", re.M)
+
+
+def crashed(message: str, text: str) -> bool:
+    """Whether a failure is a crash: the last exception it reports is not an ``AssertionError`` (a check that
+    failed) but another (a ``TypeError`` in the code under test, a broken import, ...)."""
+    raised = _RAISED.findall(text) or _RAISED.findall(message)
+    return bool(raised) and raised[-1].rsplit(".", 1)[-1] not in ("AssertionError", "Failed")
 
 
 def _node_id(case) -> str:

@@ -25,10 +25,12 @@ RUN_FIELDS = {
              "telemetry (min/median/max SM clock, power, temperature, utilization per GPU, sampled every second), "
              "benchmark_seconds",
     "conformance": "per (suite, implementation): suite, impl, header, passed, failed, skipped, xfailed, errors, "
-                   "seconds, failures, failed_ids, skip_reasons, exit_code",
+                   "seconds, failures, failed_ids, crashed_ids (failed by an exception other than an assertion), "
+                   "skip_reasons, exit_code",
     "suite_world_size": "ranks the suites' child pytest spawned (--world-size), or null when no suite ran",
-    "strength": "per broken implementation: broken, bug, suite, caught, expected_tests_failed, failing_tests, "
-                "caught_by",
+    "strength": "per broken implementation: broken, bug, suite, caught (by a check, not a crash), "
+                "expected_tests_failed, failing_tests (failed checks), crashed_tests (failed by an exception other "
+                "than an assertion), caught_by",
     "overhead": "per (model, dp, policy): padding of the catalogue's models planned at 40M-element buckets",
     "metrics": "the flat map a comparison reads: key -> metric (below)",
     "compared_with": "run: the earlier run of the same setup this one was compared with (null: none); "

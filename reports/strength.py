@@ -16,18 +16,24 @@ class Caught:
     entry: BrokenEntry
     failed_ids: list[str]
     exit_code: int
+    crashed_ids: list[str]
+
+    @property
+    def checked_ids(self) -> list[str]:
+        """The failures that were checks failing, not the broken implementation crashing."""
+        return [f for f in self.failed_ids if f not in self.crashed_ids]
 
     @property
     def caught(self) -> bool:
-        return bool(self.failed_ids)
+        return bool(self.checked_ids)
 
     @property
     def expected_caught(self) -> bool:
-        """Every test named in the entry's CAUGHT_BY failed."""
-        return all(any(fnmatch.fnmatchcase(f, p) for f in self.failed_ids) for p in self.entry.caught_by)
+        """Every test named in the entry's CAUGHT_BY failed, by a check."""
+        return all(any(fnmatch.fnmatchcase(f, p) for f in self.checked_ids) for p in self.entry.caught_by)
 
     def modules(self) -> list[str]:
-        return sorted({f.split("::")[0].rsplit("/", 1)[-1] for f in self.failed_ids})
+        return sorted({f.split("::")[0].rsplit("/", 1)[-1] for f in self.checked_ids})
 
 
 # Which tests fail is what counts here, not how hard hypothesis searches or how small a failing
@@ -41,15 +47,15 @@ def measure_strength(progress=print) -> list[Caught]:
     for entry in catalogue():
         result = run_suite(entry.suite, entry.impl_spec, STRENGTH_ARGS)
         progress(f"  {entry.name}: {len(result.failed_ids)} failing tests")
-        results.append(Caught(entry, result.failed_ids, result.exit_code))
+        results.append(Caught(entry, result.failed_ids, result.exit_code, result.crashed_ids))
     return results
 
 
 def strength_records(results: list[Caught]) -> list[dict]:
     return [
         {"broken": r.entry.name, "bug": r.entry.bug, "suite": r.entry.suite, "caught": r.caught,
-         "expected_tests_failed": r.expected_caught, "failing_tests": len(r.failed_ids),
-         "caught_by": ", ".join(r.modules())}
+         "expected_tests_failed": r.expected_caught, "failing_tests": len(r.checked_ids),
+         "crashed_tests": len(r.crashed_ids), "caught_by": ", ".join(r.modules())}
         for r in results
     ]
 

@@ -17,12 +17,19 @@ from reference.layout import LayoutRecord
 
 
 class ForwardingDDP:
-    """``raw``'s forward, ``no_sync``, ``finish_grad_sync`` and ``zero_grad_buffer``, as the suites call them."""
+    """``raw``'s forward, ``no_sync``, ``finish_grad_sync`` and ``zero_grad_buffer``, as the suites call them.
+
+    ``declared_layouts``: the layout the implementation claims (its buffers'), which the suites check against
+    what it is seen to do; ``unreadable``: why its reduced grads cannot be read, or None.
+    """
+
+    unreadable: str | None = None
 
     def __init__(self, raw, module: torch.nn.Module, buffers: Sequence) -> None:
         self.raw = raw
         self.module = module
         self.buffers = list(buffers)
+        self.declared_layouts = [b.layout for b in self.buffers]
 
     def __call__(self, *args, **kwargs):
         return self.raw(*args, **kwargs)
@@ -36,8 +43,8 @@ class ForwardingDDP:
             )
         return no_sync()
 
-    def finish_grad_sync(self) -> None:
-        self.raw.finish_grad_sync()
+    def finish_grad_sync(self, **options) -> None:
+        self.raw.finish_grad_sync(**options)
 
     def zero_grad_buffer(self) -> None:
         self.raw.zero_grad_buffer()
@@ -89,6 +96,7 @@ class GradsInParamsDDP(ForwardingDDP):
         self.named = dict(module.named_parameters())
         self.source = source
         super().__init__(raw, module, [GradsBuffer(r, self) for r in records])
+        self.declared_layouts = None  # records of where grads are read from; a wrapper that claims them sets them
         if source == "grad":
             for param in self.named.values():
                 if param.requires_grad:

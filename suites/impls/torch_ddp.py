@@ -198,7 +198,9 @@ class TorchDDPImplementation:
         )
         names, params, sparse = reducer_params(ddp)
         limits = rebuild_limits(cap_mb)
-        return TorchDDP(ddp, module, layouts(names, params, sparse, lambda dtype: limits))
+        handle = TorchDDP(ddp, module, layouts(names, params, sparse, lambda dtype: limits))
+        handle.declared_layouts = [b.layout for b in handle.buffers]  # torch's rebuilt buckets, as it launches them
+        return handle
 
 
 def _unsupported_runtime(config: DDPConfig) -> str | None:

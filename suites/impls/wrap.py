@@ -1,14 +1,29 @@
-"""``--impl wrap:package.module:factory``: test a torch-DDP-like wrapper without writing an adapter.
+"""``--impl wrap:package.module:factory``: test a DDP wrapper without writing an adapter.
 
-The factory builds the wrapper: ``factory(module, process_group) -> wrapped``,
+The factory builds the wrapper, ``factory(module, process_group) -> wrapped``,
 where ``wrapped(*inputs)`` runs the module's forward and, once backward has
-returned, every trainable param's reduced (averaged over the group) gradient
-is in ``param.grad``. The ``ddp``-level checks then run on it (see
-docs/testing-your-implementation.md). Optional attributes of the factory
-say more:
+returned (and ``finish`` has run, below), every trainable param's reduced
+(averaged over the group) gradient is in ``param.grad``. The ``ddp``-level
+checks then run on it, and what it communicates through the group it is
+handed is observed (docs/testing-your-implementation.md). A factory that
+takes a third argument, ``factory(module, process_group, config)``, is told
+the configuration (a ``reference.config.DDPConfig``) and runs the configured
+cases too (overlap off, ``average_in_collective``, ...).
+
+Optional attributes of the factory say more:
 
 ``grads_in = "main_grad"``
-    the reduced grads land in ``param.main_grad`` instead of ``param.grad``;
+    the reduced grads land in ``param.main_grad`` (views into a buffer, as
+    Megatron's) instead of ``param.grad``; the layout is then read from the
+    views and checked;
+``policy = "padded"``
+    the padding policy it implements (``reference.layout.POLICIES``;
+    default ``packed``): its collective sizes and its ``main_grad`` layout
+    are checked against that policy's rules and the reference planner's
+    layout (a factory told the configuration implements the configured one);
+``bucket_size = N``
+    elements per bucket, as the planner counts them: its reductions are
+    checked against the planner's buckets, in size and launch order;
 ``finish = "name"``
     the wrapper's method to call after backward to wait for its reductions
     (default: ``finish_grad_sync`` if the wrapper has one, else nothing);
@@ -23,21 +38,21 @@ Gradient accumulation checks call ``wrapped.no_sync()``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 
 import torch
+import torch.distributed as dist
 
 from reference.config import DDPConfig
-from reference.layout import LayoutConfig, ParamSpec, plan_layout
+from reference.layout import LayoutConfig, ParamSpec, get_policy, plan_layout
 
 from .forwarding import GradsInParamsDDP
 
 PREFIX = "wrap:"
 
-# A factory receives no configuration: the knobs the suite would have to pass are out of reach.
+# A factory that takes no configuration cannot be told these: checks that need them are skipped.
 UNSUPPORTED_KNOBS = {
-    "policy": (lambda c: c.policy != "packed",
-               "a wrapper built from (module, group) reduces full grads: no padded policy, no distributed optimizer"),
     "grad_reduce_in_fp32": (lambda c: c.grad_reduce_in_fp32, "the factory takes no grad_reduce_in_fp32 knob"),
     "overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce,
                                   "the wrapper decides itself when it launches; it cannot be told to wait"),
@@ -50,6 +65,9 @@ UNSUPPORTED_KNOBS = {
     "check_for_nan_in_grad": (lambda c: getattr(c, "check_for_nan_in_grad", False),
                               "the factory takes no NaN-check knob"),
 }
+DISTRIBUTED = ("cannot read: under a distributed-optimizer policy each rank of a factory's wrapper owns a shard of "
+               "the reduced grads, which the suite cannot locate from outside (the layout and communication checks "
+               "still run)")
 
 
 class WrappedFactory:
@@ -75,15 +93,32 @@ class WrappedFactory:
         self.name = spec
         self.version = str(getattr(module, "__version__", None)
                            or getattr(sys.modules.get(module_name.partition(".")[0]), "__version__", "unversioned"))
+        where = f"{module_name}.{attribute}"
         self.grads_in = getattr(factory, "grads_in", "grad")
         if self.grads_in not in ("grad", "main_grad"):
-            raise ValueError(f"{module_name}.{attribute}.grads_in: got {self.grads_in!r}, "
-                             "but should be 'grad' or 'main_grad'")
+            raise ValueError(f"{where}.grads_in: got {self.grads_in!r}, but should be 'grad' or 'main_grad'")
+        self.takes_config = _takes_config(factory)
+        self.policy = getattr(factory, "policy", None)
+        if self.policy is not None:
+            try:
+                get_policy(self.policy)
+            except ValueError as exc:
+                raise ValueError(f"{where}.{exc}") from None
+        self.bucket_size = getattr(factory, "bucket_size", None)
+        if self.bucket_size is not None and (isinstance(self.bucket_size, bool) or
+                                             not isinstance(self.bucket_size, int) or self.bucket_size <= 0):
+            raise ValueError(f"{where}.bucket_size: got {self.bucket_size!r}, but should be a positive number of "
+                             "elements")
 
     def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
-        for knob, (used, why) in UNSUPPORTED_KNOBS.items():
-            if used(config):
-                return f"{knob}: {why}"
+        if not self.takes_config:
+            implemented = self.policy or "packed"
+            if config.policy != implemented:
+                return (f"policy: the factory implements {implemented!r} (factory.policy) and cannot be told "
+                        f"{config.policy!r}")
+            for knob, (used, why) in UNSUPPORTED_KNOBS.items():
+                if used(config):
+                    return f"{knob}: {why}"
         own = getattr(self.factory, "unsupported", None)
         return own(config) if callable(own) else None
 
@@ -91,9 +126,23 @@ class WrappedFactory:
         reason = self.unsupported(config)
         if reason:
             raise ValueError(f"config: {reason}")
-        wrapped = self.factory(module, group)
+        raw = self.factory(module, group, config) if self.takes_config else self.factory(module, group)
         finish = getattr(self.factory, "finish", None)
-        return FactoryDDP(wrapped, module, packed_records(module), self.grads_in, finish)
+        ddp = FactoryDDP(raw, module, packed_records(module), self.grads_in, finish)
+        ddp.declared_layouts = self.declared_layouts(module, config, dist.get_world_size(group))
+        ddp.unreadable = DISTRIBUTED if get_policy(config.policy).distributed_optimizer else None
+        return ddp
+
+    def declared_layouts(self, module: torch.nn.Module, config: DDPConfig, dp: int):
+        """The layout the factory stands for, from the reference planner: the configured one (a factory told the
+        configuration), or its declared policy and bucket size; None when it declares neither."""
+        specs = [ParamSpec.from_parameter(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if self.takes_config:
+            return plan_layout(specs, config.layout_config(dp)).buffers
+        if self.policy is None and self.bucket_size is None:
+            return None
+        return plan_layout(specs, LayoutConfig(dp=dp, policy=self.policy or "packed",
+                                               bucket_size=self.bucket_size)).buffers
 
 
 class FactoryDDP(GradsInParamsDDP):
@@ -108,6 +157,17 @@ class FactoryDDP(GradsInParamsDDP):
             super().wait_for_reductions()
         else:
             getattr(self.raw, self.finish)()
+
+
+def _takes_config(factory) -> bool:
+    """Whether ``factory`` accepts ``(module, group, config)``."""
+    try:
+        inspect.signature(factory).bind(None, None, None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): called as (module, group)
+        return False
+    return True
 
 
 def packed_records(module: torch.nn.Module):

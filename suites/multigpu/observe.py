@@ -89,3 +89,16 @@ def local_grads(case, ctx, step: int = 0) -> dict[str, torch.Tensor]:
         tokens, labels = (t.to(ctx.device) for t in batch(case.seed, step, micro, ctx.rank))
         loss_fn(model(tokens), labels).backward()
     return {name: param.grad for name, param in model.named_parameters()}
+
+
+def declared_layouts(ddp):
+    """The layout an implementation claims: its handle's ``declared_layouts``, else its buffers' layouts; None
+    when it claims none (its buffers only say where the suite reads grads from)."""
+    if hasattr(ddp, "declared_layouts"):
+        return ddp.declared_layouts
+    return [b.layout for b in ddp.buffers]
+
+
+def flat_inputs(reductions: list[Collective]) -> list:
+    """Every tensor the reductions reduced, in launch order (a coalesced launch's tensors in its own order)."""
+    return [t for c in reductions for t in c.inputs]
