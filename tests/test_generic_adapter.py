@@ -26,13 +26,33 @@ def test_a_factory_provides_the_ddp_level_only():
     assert impl.name == EXAMPLE
 
 
-@pytest.mark.parametrize("spec", [EXAMPLE, "wrap:fixtures.examples.torch_ddp_factory:factory"])
-def test_worked_example_and_torch_ddp_factory_pass_the_ddp_checks(spec):
-    proc = run_pytest(*CHECKS, "--impl", spec)
+# What a factory gets from observation alone, beyond the numerics: the scaling-and-once check and no_sync's.
+OBSERVED = ("suites/multigpu/test_communication.py::test_each_gradient_element_is_reduced_once_with_one_scaling"
+            "[allreduce]", "suites/multigpu/test_no_sync.py::test_no_sync_launches_no_reduction[allreduce]")
+# ... and with factory.bucket_size declared and several buckets, the bucket and overlap checks.
+DECLARED = ("suites/multigpu/test_communication.py::test_buckets_are_reduced_as_declared[allreduce-tiny]",
+            "suites/multigpu/test_overlap.py::test_collectives_launch_during_backward_only_with_overlap"
+            "[allreduce-overlap]")
+FACTORIES = [
+    ("wrap:fixtures.examples.torch_ddp_factory:factory", 28, OBSERVED),
+    (EXAMPLE, 31, OBSERVED + DECLARED),
+    ("wrap:fixtures.examples.main_grad_buffer:factory", 15,
+     ("suites/multigpu/test_observed_layout.py::test_main_grad_views_are_the_declared_layout[distopt]",
+      "suites/multigpu/test_communication.py::test_collective_sizes_are_what_the_policy_demands[distopt-padded]")),
+    ("wrap:fixtures.examples.main_grad_buffer:configured", 41,
+     ("suites/multigpu/test_vs_torch_ddp.py::test_matches_torch_ddp[allreduce-overlap-mid]",
+      "suites/multigpu/test_observed_layout.py::test_main_grad_views_are_the_declared_layout[distopt-tied-embedding]")),
+]
+
+
+@pytest.mark.parametrize("spec, passed, observed", FACTORIES, ids=[f[0].split(":")[1] for f in FACTORIES])
+def test_the_examples_pass_with_their_observed_checks(spec, passed, observed):
+    """A plain torch DDP factory, the worked examples: no failure, and the checks from observation ran."""
+    proc = run_pytest("suites/multigpu", "--impl", spec, "-rA")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    # grad sync + training for 6 packed fp32 cases, grad sync for 2 clip cases and the bf16-grads case,
-    # 2 no_sync checks, overlap.
-    assert "18 passed" in proc.stdout, proc.stdout[-800:]
+    assert f" {passed} passed" in proc.stdout, proc.stdout[-800:]
+    for nodeid in observed:
+        assert f"PASSED {nodeid}" in proc.stdout, f"{nodeid}: got not passed, but should run and pass"
 
 
 def test_a_wrapper_that_forgets_to_average_is_caught():
