@@ -25,11 +25,12 @@ from benchmarks.settings import DEFAULT_IMPLS, BenchSettings
 from benchmarks.suite import run_benchmarks
 from ranks import launched_by_torchrun
 
-from . import compare, hardware, mutation, overhead, strength
+from . import compare, hardware, overhead, strength
 from .claims import claims_markdown
 from .conformance import SuiteResult, run_suite
 from .hardware_markdown import hardware_markdown, nodes_markdown
 from .metrics import collect_metrics
+from .mutation.score import score_markdown
 from .nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
 from .render import conformance_markdown
 from .runs import RunError, load_results, readable_runs
@@ -111,7 +112,7 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
         strength.strength_markdown(results["strength"]) if results["strength"] else
         "Not run (smoke mode, --no-suites or --no-strength); tests/test_suite_strength.py checks the catalogue "
         "in CI.",
-        mutation.score_markdown(),
+        score_markdown(),
         "## Comparison with the previous run", comparison,
         "## Trend over the runs", trend_text,
         "## The design notes' claims, checked", claims_markdown(results),
