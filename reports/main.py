@@ -33,12 +33,13 @@ from ranks import launched_by_torchrun
 from ranks.groups import pick_backend
 from ranks.launch import leave_torchrun
 
-from . import compare, mutation, overhead, strength
+from . import compare, overhead, strength
 from .claims import claims_markdown
 from .comparable import run_setup, setup_label
 from .conformance import SuiteResult, run_suite
 from .hardware_markdown import hardware_markdown, nodes_markdown
 from .metrics import collect_metrics
+from .mutation.score import score_markdown
 from .render import conformance_markdown, with_unstable_footnote
 from .runs import load_results, previous_comparable, readable_runs
 from .summary import summary_markdown
@@ -121,7 +122,7 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
         strength.strength_markdown(results["strength"]) if results["strength"] else
         "Not run (smoke mode, --no-suites or --no-strength); tests/test_suite_strength.py checks the catalogue "
         "in CI.",
-        mutation.score_markdown(),
+        score_markdown(),
         "## Comparison with the previous run of this setup", comparison,
         "## Trend over the runs", trend_text,
         "## The design notes' claims, checked", claims_markdown(results),
