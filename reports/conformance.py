@@ -21,6 +21,8 @@ from pathlib import Path
 from ranks.groups import visible_devices_before_hiding
 from ranks.settings import WORLD_SIZE_ENV, outside_torchrun
 
+from .matrix import tally
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -40,6 +42,8 @@ class SuiteResult:
     crashed_ids: list[str] = field(default_factory=list)
     """The failed ones that did not fail a check: an exception other than an assertion ended them."""
     skip_reasons: dict[str, int] = field(default_factory=dict)
+    families: dict[str, dict] = field(default_factory=dict)
+    """Outcomes per family of checks (``reports.matrix``), for the conformance matrix."""
     exit_code: int = 0
 
     @property
@@ -92,20 +96,22 @@ def _read_junit(path: Path, result: SuiteResult) -> None:
     for case in root.iter("testcase"):
         result.seconds += float(case.get("time", 0))
         name = f"{case.get('classname')}::{case.get('name')}"
-        outcome = "passed"
+        outcome, note = "passed", ""
         for child in case:
             if child.tag == "skipped":
                 outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+                note = (child.get("message") or "").removeprefix("Skipped: ")
                 if outcome == "skipped":
-                    reason = (child.get("message") or "").removeprefix("Skipped: ")
-                    result.skip_reasons[reason] = result.skip_reasons.get(reason, 0) + 1
+                    result.skip_reasons[note] = result.skip_reasons.get(note, 0) + 1
             elif child.tag in ("failure", "error"):
+                note = (child.get("message") or "").splitlines()[0] if child.get("message") else ""
                 outcome = "failed" if child.tag == "failure" else "errors"
                 result.failures.append(f"{name}: {(child.get('message') or '')[:300]}")
                 result.failed_ids.append(_node_id(case))
                 if crashed(child.get("message") or "", child.text or ""):
                     result.crashed_ids.append(_node_id(case))
         setattr(result, outcome, getattr(result, outcome) + 1)
+        tally(result.families, _node_id(case), "failed" if outcome == "errors" else outcome, note)
 
 
 _RAISED = re.compile(r"^(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)):", re.M)

@@ -38,6 +38,7 @@ from .claims import claims_markdown
 from .comparable import run_setup, setup_label
 from .conformance import SuiteResult, run_suite
 from .hardware_markdown import hardware_markdown, nodes_markdown
+from .matrix import matrix_markdown
 from .metrics import collect_metrics
 from .mutation.score import score_markdown
 from .render import conformance_markdown, with_unstable_footnote
@@ -116,6 +117,7 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
         f"[95% interval of the median] over repeated rounds; {UNSTABLE_MARK} marks a figure whose spread passes "
         "its limit.",
         "## Summary", summary_markdown(results),
+        "## Conformance matrix", matrix_markdown([SuiteResult(**r) for r in results["conformance"]]),
         "## Conformance", conformance_markdown([SuiteResult(**r) for r in results["conformance"]])
         if results["conformance"] else "Not run (--no-suites).",
         "## Suite strength: deliberately broken implementations",

@@ -26,7 +26,8 @@ RUN_FIELDS = {
              "benchmark_seconds",
     "conformance": "per (suite, implementation): suite, impl, header, passed, failed, skipped, xfailed, errors, "
                    "seconds, failures, failed_ids, crashed_ids (failed by an exception other than an assertion), "
-                   "skip_reasons, exit_code",
+                   "skip_reasons, families (per family of checks, reports/matrix.py: passed, failed, skipped, "
+                   "xfailed, reasons of skips and xfails, first_failure), exit_code",
     "suite_world_size": "ranks the suites' child pytest spawned (--world-size), or null when no suite ran",
     "strength": "per broken implementation: broken, bug, suite, caught (by a check, not a crash), "
                 "expected_tests_failed, failing_tests (failed checks), crashed_tests (failed by an exception other "

@@ -1,0 +1,37 @@
+"""The conformance matrix: each test in one family, one cell per implementation and family, reasons cited once."""
+
+from reports.conformance import SuiteResult
+from reports.matrix import family_of, matrix_markdown, tally
+
+
+def result(impl: str, header: str, outcomes) -> SuiteResult:
+    r = SuiteResult(suite="suites/multigpu", impl=impl, header=header)
+    for nodeid, outcome, note in outcomes:
+        tally(r.families, nodeid, outcome, note)
+    return r
+
+
+def test_every_suite_test_module_has_a_family():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    modules = [p.relative_to(root).as_posix() for suite in ("suites/layout", "suites/multigpu")
+               for p in (root / suite).glob("test_*.py")]
+    assert [m for m in modules if family_of(f"{m}::test_x") == "other"] == [], "a test module with no family"
+    assert family_of("suites/multigpu/test_vs_torch_ddp.py::test_grad_sync_matches_torch_ddp[x]") == "ddp numerics"
+    assert family_of("suites/multigpu/test_vs_torch_ddp.py::test_matches_torch_ddp[x]") == "optimizer"
+
+
+def test_cells_say_pass_fail_xfail_or_skip_and_cite_reasons_once():
+    grad = "suites/multigpu/test_vs_torch_ddp.py::test_grad_sync_matches_torch_ddp"
+    ok = result("reference", "reference 0.1.0 (levels: ddp)", [
+        (f"{grad}[a]", "passed", ""), (f"{grad}[b]", "xfailed", "a finding"),
+        ("suites/multigpu/test_no_sync.py::t", "skipped", "no peers")])
+    broken = result("x", "", [(f"{grad}[a]", "failed", "got 2, but should be 1"),
+                              ("suites/multigpu/test_no_sync.py::t", "skipped", "no peers"),
+                              ("suites/multigpu/test_overlap.py::t", "xfailed", "a finding")])
+    text = matrix_markdown([ok, broken])
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [["reference 0.1.0", "pass 1, xfail 1", "skip [1]", "n/a"],
+                        ["x", "FAIL 1 of 1 [2]", "skip [1]", "xfail 1 [3]"]], rows
+    assert "1. no peers" in text and "2. test_grad_sync_matches_torch_ddp[a]: got 2, but should be 1" in text
