@@ -132,7 +132,7 @@ class DeepSpeedDDP(GradsInParamsDDP):
                 "make_optimizer), but DeepSpeed takes the optimizer in deepspeed.initialize: call it once, "
                 "before the first forward"
             )
-        self.raw = self.impl.initialize(self.module, self.config, make_optimizer, max_grad_norm)
+        self.raw = self.impl.initialize(self.module, self.config, make_optimizer, max_grad_norm, self.group)
 
     def __call__(self, *args, **kwargs):
         return self.engine(*args, **kwargs)
@@ -238,14 +238,6 @@ class DeepSpeedImplementation:
         else:
             self.unavailable = None
 
-    @property
-    def collective_patch_points(self) -> list:
-        """The gradient reductions: torch's all-reduce (ZeRO-1/2, through deepspeed.comm) and ZeRO-3's
-        reduce-scatter, which calls the function DeepSpeed's backend bound at start-up."""
-        from deepspeed import comm
-
-        return [(dist, "all_reduce"), (comm, "reduce_scatter_fn")]
-
     def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
         for knob, (used, why) in self._unsupported.items():
             if used(config):
@@ -300,7 +292,7 @@ class DeepSpeedImplementation:
         ds["gradient_clipping"] = max_grad_norm or 0.0  # DeepSpeed's default is 1.0: clipping on
         return ds
 
-    def initialize(self, module, config: DDPConfig, make_optimizer, max_grad_norm):
+    def initialize(self, module, config: DDPConfig, make_optimizer, max_grad_norm, group):
         import deepspeed
 
         deepspeed.ops.__compatible_ops__[SHM_OP] = False  # module docstring: no C++ build
@@ -309,8 +301,53 @@ class DeepSpeedImplementation:
         logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
         params = [p for p in module.parameters() if p.requires_grad]
         engine, *_ = deepspeed.initialize(model=module, optimizer=make_optimizer(params),
-                                          config=self.engine_config(module, config, max_grad_norm))
+                                          config=self.engine_config(module, config, max_grad_norm),
+                                          mpu=DataParallelOnly(group))
         return engine
+
+
+class DataParallelOnly:
+    """What DeepSpeed asks of a model-parallel unit (``mpu``): data parallelism over the group it is handed,
+    no tensor or pipeline parallelism. Given it, DeepSpeed reduces over that group (the suites' recorder)
+    instead of the world it would use by itself."""
+
+    def __init__(self, group) -> None:
+        self.group = group
+        self.alone = _own_group()
+
+    def get_data_parallel_group(self):
+        return self.group
+
+    def get_data_parallel_world_size(self) -> int:
+        return dist.get_world_size(self.group)
+
+    def get_data_parallel_rank(self) -> int:
+        return dist.get_rank(self.group)
+
+    def get_data_parallel_group_ranks(self) -> list[int]:
+        return dist.get_process_group_ranks(self.group)
+
+    def get_model_parallel_group(self):
+        return self.alone
+
+    def get_model_parallel_world_size(self) -> int:
+        return 1
+
+    def get_model_parallel_rank(self) -> int:
+        return 0
+
+    get_tensor_model_parallel_group = get_model_parallel_group
+    get_tensor_model_parallel_world_size = get_model_parallel_world_size
+    get_tensor_model_parallel_rank = get_model_parallel_rank
+
+    def get_pipeline_model_parallel_world_size(self) -> int:
+        return 1
+
+
+@functools.cache
+def _own_group():
+    """A group of this rank alone, made by this rank alone."""
+    return dist.new_group([dist.get_rank()], use_local_synchronization=True)
 
 
 def _full_grad(param: torch.nn.Parameter) -> torch.Tensor:

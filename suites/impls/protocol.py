@@ -24,12 +24,12 @@ Levels
     differ across ranks, NaN grads) raises on every rank, never hangs.
 ``ddp``
     ``wrap(module, config, group)`` returns a ``DDPHandle`` that reduces
-    gradients like torch's DistributedDataParallel. Optionally
-    ``collective_patch_points``: the (object, attribute) pairs through which
-    it calls collectives, so the overlap test can record launches; and, for
-    an implementation that partitions params, the handle's ``whole_params()``
-    (``{name: whole tensor}``, a collective called on every rank), which the
-    suites then read params through.
+    gradients like torch's DistributedDataParallel, over the group it is
+    handed (the suites hand it a recording group, ``ranks.recording``: what
+    it communicates there is observed; over any other group it cannot be).
+    Optionally, for an implementation that partitions params, the handle's
+    ``whole_params()`` (``{name: whole tensor}``, a collective called on
+    every rank), which the suites then read params through.
 ``expert``
     params marked expert-parallel (``param.allreduce = False``) are planned
     in buffers of their own (``LayoutRecord.expert_parallel``) for
