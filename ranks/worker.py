@@ -8,6 +8,7 @@ It talks to the parent over one pipe: ``ready`` once it has joined the group
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 import pickle
 import signal
@@ -28,6 +29,9 @@ class Task(NamedTuple):
     kwargs: dict[str, Any]
     rewrite: frozenset[str]
     """Modules to import with assertion rewriting (see ``rewrite``)."""
+    impl_spec: str | None = None
+    """The implementation under test for this task (``RankContext.impl_spec``); None keeps the pool's. A warm
+    pool serves pytest sessions of different implementations."""
 
 
 def main(
@@ -82,6 +86,8 @@ def _receive(conn: Connection) -> bytes | None:
 
 def _run(ctx, task: Task) -> Outcome:
     rewrite_on_import(task.rewrite)
+    if task.impl_spec is not None:
+        ctx = dataclasses.replace(ctx, impl_spec=task.impl_spec)
     try:
         fn = resolve(task.address)
     except Exception:  # noqa: BLE001 - any reason fails the test, not the worker

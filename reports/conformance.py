@@ -5,10 +5,17 @@ The child gets a clean environment: under torchrun (``torchrun -m reports``)
 this process is a rank of a job, and a child that inherited torchrun's
 variables would start as a rank of that job too and wait for peers that have
 moved on. It spawns its own ranks instead, as many as it is told.
+
+``in_process=True`` runs the session here instead (``pytest.main``, the same
+clean environment for its duration): the suite-strength runs of many broken
+implementations, which differ in nothing imported at start, then share one
+interpreter and its warm ranks instead of starting both for each.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -16,7 +23,10 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from ranks.groups import visible_devices_before_hiding
 from ranks.settings import WORLD_SIZE_ENV, outside_torchrun
@@ -65,23 +75,54 @@ def child_environment(world_size: int | None = None) -> dict[str, str]:
     return env
 
 
-def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_size: int | None = None
-              ) -> SuiteResult:
-    """``pytest <suite> --impl <impl>`` in a child process (``world_size`` ranks for the multi-rank suite);
-    outcomes read back from JUnit XML."""
+def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_size: int | None = None,
+              in_process: bool = False) -> SuiteResult:
+    """``pytest <suite> --impl <impl>`` in a child process, or here (``in_process``), with ``world_size`` ranks
+    for the multi-rank suite; outcomes read back from JUnit XML."""
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", suite, f"--impl={impl}", f"--junitxml={xml_path}",
-               "-p", "no:cacheprovider", "-q", *(extra_args or [])]
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=child_environment(world_size))
-        result = SuiteResult(suite=suite, impl=impl, exit_code=proc.returncode)
-        result.header = _header_line(proc.stdout)
+        args = [suite, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", "-q", *(extra_args or [])]
+        run = _pytest_here if in_process else _pytest_child
+        code, stdout, stderr = run(args, child_environment(world_size))
+        result = SuiteResult(suite=suite, impl=impl, exit_code=code)
+        result.header = _header_line(stdout)
         if xml_path.exists():
             _read_junit(xml_path, result)
-        elif proc.returncode not in (0, 5):
+        elif code not in (0, 5):
             result.errors += 1
-            result.failures.append(f"pytest exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+            result.failures.append(f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}")
     return result
+
+
+def _pytest_child(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT, capture_output=True, text=True, env=env)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _pytest_here(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """``pytest.main`` in this process, in ``env`` and the repository root; the hypothesis profile it loads is
+    put back after (it is global), and its terminal output is returned."""
+    from hypothesis import settings
+
+    profile = getattr(settings, "_current_profile", None)
+    out = io.StringIO()
+    with _environment(env), contextlib.chdir(ROOT), contextlib.redirect_stdout(out):
+        code = pytest.main(args)
+    if profile:
+        settings.load_profile(profile)
+    return int(code), out.getvalue(), ""
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    before = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
 
 
 def _header_line(stdout: str) -> str:

@@ -31,7 +31,7 @@ def test_broken_implementation_is_caught(entry):
     failed, crashed = [], []
     for module in sorted({pattern.split("::")[0] for pattern in entry.caught_by}):
         only = [f"--only={p}" for p in entry.caught_by if p.startswith(module + "::")]
-        result = run_suite(module, entry.impl_spec, [*STRENGTH_ARGS, *only])
+        result = run_suite(module, entry.impl_spec, [*STRENGTH_ARGS, *only], in_process=True)
         assert result.exit_code == 1, (
             f"{entry.name} in {module}: got exit {result.exit_code}, but should be 1 (tests failing)\n"
             + "\n".join(result.failures[:5])

@@ -5,6 +5,11 @@ that only some ranks saw (the others may have left a collective behind),
 gets the next test fresh ranks. When every rank failed cleanly, as when the
 implementation under test computes wrong values, the ranks are kept: a suite
 run against a broken implementation then costs no restart per failing test.
+
+Pools outlive a pytest session: they are kept per process (``WARM``, closed
+at exit), and every task names the implementation under test, so several
+sessions run in one process (the suite-strength runs of every broken
+implementation) share warm ranks instead of starting their own.
 """
 
 from __future__ import annotations
@@ -25,13 +30,22 @@ from ranks.settings import Settings
 from ranks.worker import Task
 
 
+WARM: dict[Settings, WorkerPool] = {}  # pools by their settings (the implementation left out), kept per process
+
+
+def close_warm_pools() -> None:
+    for key in list(WARM):
+        WARM.pop(key).close()
+
+
+atexit.register(close_warm_pools)
+
+
 class PlainLauncher:
     mode = "plain"
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._pools: dict[int, WorkerPool] = {}
-        atexit.register(self.close)  # a backstop: pytest_unconfigure closes the pools first
 
     def backend(self, world_size: int) -> str:
         return pick_backend(world_size)
@@ -42,23 +56,24 @@ class PlainLauncher:
     def run(
         self, world_size: int, fn: Callable[..., Any], address: Address, args: tuple, kwargs: dict
     ) -> list[Outcome]:
-        pool = self._pool(world_size)
+        key = replace(self.settings, world_size=world_size, impl_spec="")
+        pool = self._pool(key)
+        task = Task(address, args, kwargs, rewritten_modules(), self.settings.impl_spec)
         try:
-            outcomes = pool.run(Task(address, args, kwargs, rewritten_modules()), str(address))
+            outcomes = pool.run(task, str(address))
         except BaseException:
-            self._discard(world_size)
+            self._discard(key)
             raise
         if needs_fresh_ranks(outcomes):
-            self._discard(world_size)
+            self._discard(key)
         return outcomes
 
     def close(self) -> None:
-        for world_size in list(self._pools):
-            self._pools.pop(world_size).close()
+        """Pools stay warm for the next session of this process; ``close_warm_pools`` ends them at exit."""
 
-    def _pool(self, world_size: int) -> WorkerPool:
-        if world_size not in self._pools:
-            pool = WorkerPool(replace(self.settings, world_size=world_size), self.backend(world_size))
+    def _pool(self, key: Settings) -> WorkerPool:
+        if key not in WARM:
+            pool = WorkerPool(key, self.backend(key.world_size))
             try:
                 pool.start(rewritten_modules())
             except PoolError as exc:
@@ -67,11 +82,11 @@ class PlainLauncher:
             except BaseException:
                 pool.close(graceful=False)
                 raise
-            self._pools[world_size] = pool
-        return self._pools[world_size]
+            WARM[key] = pool
+        return WARM[key]
 
-    def _discard(self, world_size: int) -> None:
-        self._pools.pop(world_size).close(graceful=False)
+    def _discard(self, key: Settings) -> None:
+        WARM.pop(key).close(graceful=False)
 
 
 def needs_fresh_ranks(outcomes: list[Outcome]) -> bool:
