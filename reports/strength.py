@@ -45,7 +45,7 @@ def measure_strength(progress=print) -> list[Caught]:
     """Each broken implementation against the suite it targets (full suite, default world size)."""
     results = []
     for entry in catalogue():
-        result = run_suite(entry.suite, entry.impl_spec, STRENGTH_ARGS)
+        result = run_suite(entry.suite, entry.impl_spec, STRENGTH_ARGS, in_process=True)
         progress(f"  {entry.name}: {len(result.failed_ids)} failing tests")
         results.append(Caught(entry, result.failed_ids, result.exit_code, result.crashed_ids))
     return results
