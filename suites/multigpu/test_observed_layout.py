@@ -9,10 +9,7 @@ layout, whatever it declares. Read right after wrapping:
   elements (docs/rules.md, section 1);
 - the layout is the one declared (an adapter's buffers; a factory's, from the
   reference planner for the policy and bucket size it declares or is
-  told): any difference is listed param by param;
-- the buckets launch in reverse layer order: mapping each reduction of a
-  step onto the views it covers, the reductions reach ever earlier params
-  (the first launched holds the last layers), whatever is declared.
+  told): any difference is listed param by param.
 
 Implementations whose grads are not views into a shared buffer (torch DDP's
 ``param.grad``) skip with that reason.
@@ -25,11 +22,9 @@ import pytest
 from suites.impls import load_implementation
 from suites.layout.assertions import is_distributed
 
-from suites.multigpu.harness import requires_peers
-
 from .cases import TINY, Case, params
-from .observe import declared_layouts, flat_inputs, observe_step, requires_observed
-from .training import Side, global_token_count
+from .observe import declared_layouts
+from .training import Side
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -85,41 +80,6 @@ def check_views_are_the_declared_layout(ctx, case: Case) -> None:
                                                                             key=lambda kv: kv[1][0])
             if observed.get(name) != (start, end)]
     assert not diff, "main_grad offsets against the declared layout, param by param:\n" + "\n".join(diff)
-
-
-def check_buckets_launch_in_reverse_layer_order(ctx, case: Case) -> None:
-    requires_peers(ctx)
-    impl = load_implementation(ctx.impl_spec)
-    side = Side(case, ctx, impl)
-    placed = views(side)
-    order = [name for name, _ in side.model.named_parameters()]
-    record = observe_step(side, 0, global_token_count(case, 0, ctx.world_size))
-    reached = []  # per reduced tensor that covers main_grad views: the latest layer (parameters() index) it holds
-    for t in flat_inputs(requires_observed(record, impl)):
-        base = _base_offset(side, t.storage)
-        covered = [order.index(name) for start, end, name in placed.get(t.storage, [])
-                   if start + base < t.end and t.offset < end + base]
-        if covered:
-            reached.append(max(covered))
-    if not reached:
-        pytest.skip("cannot observe: no reduction worked on the main_grad buffer itself")
-    assert reached == sorted(reached, reverse=True), (
-        f"latest layer (index in parameters()) each reduction holds, in launch order: got {reached}, but should "
-        "fall: the last layers' bucket first, as backward produces them")
-
-
-def _base_offset(side, storage: int) -> int:
-    """Element offset of the buffer's start in its storage (where offset 0 of the views is)."""
-    for param in side.model.parameters():
-        grad = getattr(param, "main_grad", None)
-        if grad is not None and grad._base is not None and grad.untyped_storage().data_ptr() == storage:
-            return grad._base.storage_offset()
-    return 0
-
-
-@pytest.mark.parametrize("case", params(CASES))
-def test_buckets_launch_in_reverse_layer_order(ranks, impl, case):
-    ranks.run(check_buckets_launch_in_reverse_layer_order, case)
 
 
 @pytest.mark.parametrize("case", params(CASES))
