@@ -58,12 +58,6 @@ def run_names(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "latest")
 
 
-def previous_run(root: Path, current_name: str) -> Path | None:
-    """The run just before ``current_name``."""
-    earlier = [name for name in run_names(root) if name < current_name]
-    return Path(root) / earlier[-1] if earlier else None
-
-
 def previous_comparable(root: Path, name: str, results: dict) -> tuple[Path | None, list[str]]:
     """The newest run before ``name`` with the setup of ``results``, and a line for each newer one passed over
     (another setup, or unreadable)."""
