@@ -82,7 +82,7 @@ def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "junit.xml"
         args = [suite, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", "-q", *(extra_args or [])]
-        run = _pytest_here if in_process else _pytest_child
+        run = pytest_in_process if in_process else _pytest_child
         code, stdout, stderr = run(args, child_environment(world_size))
         result = SuiteResult(suite=suite, impl=impl, exit_code=code)
         result.header = _header_line(stdout)
@@ -99,7 +99,7 @@ def _pytest_child(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _pytest_here(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+def pytest_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     """``pytest.main`` in this process, in ``env`` and the repository root; the hypothesis profile it loads is
     put back after (it is global), and its terminal output is returned."""
     from hypothesis import settings

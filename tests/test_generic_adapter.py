@@ -48,7 +48,7 @@ FACTORIES = [
 @pytest.mark.parametrize("spec, passed, observed", FACTORIES, ids=[f[0].split(":")[1] for f in FACTORIES])
 def test_the_examples_pass_with_their_observed_checks(spec, passed, observed):
     """A plain torch DDP factory, the worked examples: no failure, and the checks from observation ran."""
-    proc = run_pytest("suites/multigpu", "--impl", spec, "-rA")
+    proc = run_pytest("suites/multigpu", "--impl", spec, "-rA", in_process=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert f" {passed} passed" in proc.stdout, proc.stdout[-800:]
     for nodeid in observed:
@@ -56,7 +56,7 @@ def test_the_examples_pass_with_their_observed_checks(spec, passed, observed):
 
 
 def test_a_wrapper_that_forgets_to_average_is_caught():
-    proc = run_pytest(*CHECKS, "--impl", "wrap:tests.fakes.unaveraged_hooks:factory")
+    proc = run_pytest(*CHECKS, "--impl", "wrap:tests.fakes.unaveraged_hooks:factory", in_process=True)
     assert proc.returncode == 1, proc.stdout[-3000:]
     # Every grad and training comparison fails; no_sync (local grads, no reduction inside) and overlap
     # (launch order) cannot see it.
