@@ -57,3 +57,24 @@ def test_bucket_param_names_hold_past_256_buckets():
     got = {i: buffer.bucket_param_names(i) for i in range(buffer.num_buckets)}
     want = {i: [f"p{299 - i}"] for i in range(300)}
     assert got == want, f"bucket 280's params: got {got.get(280)}, but should be {want[280]}"
+
+
+def test_the_grad_norm_of_any_positive_order_and_none_other():
+    """``grad_norm`` takes any norm type above 0: the L1 norm of (3, -4) is 7, the L2 5, the inf 4 (worked by
+    hand); 0 and below are refused by name."""
+    from reference.clip import grad_norm
+
+    grads = [torch.tensor([3.0, -4.0])]
+    got = {p: grad_norm(grads, p, None, torch.device("cpu")) for p in (1.0, 2.0, float("inf"))}
+    assert got == pytest.approx({1.0: 7.0, 2.0: 5.0, float("inf"): 4.0}), got
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match=f"norm_type: got {bad!r}, but should be a positive number or inf"):
+            grad_norm(grads, bad, None, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("threshold", [0.0, -1.0, float("nan")])
+def test_a_skip_threshold_must_be_positive(threshold):
+    """A grad norm is never negative, so a threshold of 0 or below would skip every step: refused by name
+    (the suites' cases skip above 0.01 and above 100)."""
+    with pytest.raises(ValueError, match="grad_norm_skip_threshold: got .*, but should be a positive number"):
+        ReferenceOptimizer(None, None, grad_norm_skip_threshold=threshold)
