@@ -78,3 +78,21 @@ def test_a_skip_threshold_must_be_positive(threshold):
     (the suites' cases skip above 0.01 and above 100)."""
     with pytest.raises(ValueError, match="grad_norm_skip_threshold: got .*, but should be a positive number"):
         ReferenceOptimizer(None, None, grad_norm_skip_threshold=threshold)
+
+
+# megatron-core's DistributedDataParallelConfig defaults (0.19.2), each knob under this project's name.
+UPSTREAM_DDP_DEFAULTS = {
+    "policy": "packed",  # use_distributed_optimizer=False, pad_buckets_for_high_nccl_busbw=False
+    "bucket_size": None, "disable_bucketing": False, "overlap_grad_reduce": False, "overlap_param_gather": False,
+    "average_in_collective": False, "grad_reduce_in_fp32": False, "calculate_per_token_loss": False,
+    "check_for_nan_in_grad": False, "num_distributed_optimizer_instances": 1,
+    "reduce_scatter_with_fp32_accumulation": False, "param_name_patterns_for_fp32_local_accumulation": (),
+}
+
+
+def test_ddp_config_defaults_are_upstreams():
+    """A user who sets nothing gets what upstream's config gives (plus one bucket per group, and the agreement
+    across ranks that makes a one-rank problem fail every rank)."""
+    got = DDPConfig().as_dict()
+    assert {k: got[k] for k in UPSTREAM_DDP_DEFAULTS} == UPSTREAM_DDP_DEFAULTS, got
+    assert (got["buckets_per_group"], got["check_across_ranks"]) == (1, True), got
