@@ -31,6 +31,7 @@ def test_bad_config_is_rejected_by_name(field, kwargs, value):
     "field, kwargs, value",
     [
         ("bucket_size", {"bucket_size": 0}, "0"),
+        ("bucket_size", {"bucket_size": -5}, "-5"),
         ("buckets_per_group", {"buckets_per_group": 0}, "0"),
         ("policy", {"policy": "zero3"}, "'zero3'"),
     ],

@@ -96,3 +96,13 @@ def test_ddp_config_defaults_are_upstreams():
     got = DDPConfig().as_dict()
     assert {k: got[k] for k in UPSTREAM_DDP_DEFAULTS} == UPSTREAM_DDP_DEFAULTS, got
     assert (got["buckets_per_group"], got["check_across_ranks"]) == (1, True), got
+
+
+@pytest.mark.parametrize("overlap, disable, buckets", [
+    (True, False, 100), (True, True, None), (False, False, None), (False, True, None)])
+def test_one_bucket_per_buffer_without_overlap_or_with_bucketing_disabled(overlap, disable, buckets):
+    """Upstream: bucket_size becomes None (one bucket) when overlap_grad_reduce is off, and under
+    disable_bucketing; otherwise the configured size."""
+    config = DDPConfig(bucket_size=100, overlap_grad_reduce=overlap, disable_bucketing=disable)
+    got = config.layout_config(2).bucket_size
+    assert got == buckets, f"planned bucket size (overlap {overlap}, disable_bucketing {disable}): got {got}"
