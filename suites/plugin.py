@@ -1,8 +1,9 @@
 """pytest plugin: choose the implementation under test and decide, at collection, what it cannot run.
 
 ``--impl NAME`` (or ``DDPC_IMPL``) picks the implementation; the report header
-names it and its version. This is the one place where tests are skipped for
-what the implementation lacks, with the reason, in this order:
+names it and its version, with the lines of its ``report_lines()`` where it has
+one. This is the one place where tests are skipped for what the implementation
+lacks, with the reason, in this order:
 
 1. the implementation is unavailable here (e.g. not installed);
 2. a capability level named in the test's ``requires`` marker is missing;
@@ -114,6 +115,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"buffers allocated on: {config._ddpc_device}")
     if impl.unavailable:
         lines.append(f"  unavailable here: {impl.unavailable}")
+    lines += [f"  {line}" for line in getattr(impl, "report_lines", list)()]
     lines.append(f"hypothesis profile: {settings._current_profile}")
     return lines
 

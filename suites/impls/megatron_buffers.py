@@ -38,6 +38,17 @@ class FakeGroup:
         return self._rank
 
 
+class MegatronBucket:
+    """A built ``_ParamAndGradBucket`` with its params named; ``param_to_index`` is upstream's, by name."""
+
+    def __init__(self, bucket, names: dict) -> None:
+        self.raw = bucket
+        self.offset = bucket.offset
+        self.grad_data = bucket.grad_data
+        self.param_data = bucket.param_data
+        self.param_to_index = {names[p]: tuple(span) for p, span in bucket.param_to_index.items()}
+
+
 class MegatronBuffer:
     """A built ``_ParamAndGradBuffer`` with the names the suites use."""
 
@@ -45,7 +56,7 @@ class MegatronBuffer:
         self.raw = buffer
         self.grad_data = buffer.grad_data
         self.param_data = buffer.param_data
-        self.buckets = buffer.buckets
+        self.buckets = [MegatronBucket(b, names) for b in buffer.buckets]
         self.params = {names[p]: p for p in buffer.params}
         self.layout = LayoutRecord(
             param_dtype=buffer.param_dtype,

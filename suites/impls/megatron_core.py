@@ -12,14 +12,22 @@ on a CPU, each named by the line it works around.
     ``size()`` and ``rank()``, so any dp can be planned in one process.
 ``ddp``, ``expert``
     upstream's ``DistributedDataParallel`` on the given (gloo or NCCL) group;
-    expert params (``allreduce = False``) are reduced over ``expert_group``,
-    and the expert-parallel group is derived from the expert groups of all
-    ranks. Tensor, pipeline and context parallelism are singletons.
+    expert params (``allreduce = False``) are reduced over ``expert_group``
+    (``suites/impls/megatron_groups.py`` makes the rest of upstream's groups).
 ``optimizer``
     upstream's ``get_megatron_optimizer``: a ``DistributedOptimizer`` (or,
     for the packed policy, its fp32/bf16 optimizer) around the torch
-    optimizer the suite asks for, with upstream's L2 clipping and zero
-    counting; upstream's ``finalize_model_grads`` with ``num_tokens``.
+    optimizer the suite asks for (torch's, also where Transformer Engine or
+    Apex is installed: ``suites/impls/megatron_fused.py``), with upstream's
+    L2 clipping and zero counting; upstream's ``finalize_model_grads`` with
+    ``num_tokens``.
+
+Upstream's newer knobs (``protocol.KNOBS``) are declared in ``knobs`` where the
+installed version has them, and passed on under the same names:
+``num_distributed_optimizer_instances``, ``reduce_scatter_with_fp32_accumulation``
+and (0.19 on) ``param_name_patterns_for_fp32_local_accumulation`` to its DDP
+config, ``force_all_reduce`` to its ``finish_grad_sync``, (0.19 on)
+``grad_norm_skip_threshold`` to its optimizer config.
 
 Real differences, recorded rather than hidden (docs/peers.md):
 
@@ -37,18 +45,21 @@ Real differences, recorded rather than hidden (docs/peers.md):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import inspect
 import logging
+import math
 from typing import Iterator
 
 import torch
-import torch.distributed as dist
 
 from reference.layout import LayoutConfig
 
-from . import megatron_buffers, megatron_cpu
+from . import megatron_buffers, megatron_cpu, megatron_fused
 from .forwarding import ForwardingDDP
 from .megatron_buffers import MegatronBuffer
-from .protocol import NamedParams
+from .megatron_groups import process_groups
+from .protocol import KNOBS, NamedParams, knobs_used, undeclared_knobs
 
 POLICY_FLAGS = {  # policy -> (use_distributed_optimizer, pad_buckets_for_high_nccl_busbw)
     "packed": (False, False),
@@ -66,6 +77,9 @@ class MegatronDDP(ForwardingDDP):
         super().__init__(raw, raw.module, buffers)
         self.groups, self.device = groups, device
 
+    def finish_grad_sync(self, force_all_reduce: bool = False) -> None:
+        self.raw.finish_grad_sync(force_all_reduce=force_all_reduce)
+
 
 class MegatronOptimizer:
     """``get_megatron_optimizer`` around the torch optimizer the suite asks for.
@@ -74,27 +88,36 @@ class MegatronOptimizer:
     own ``get_grad_norm_fp32(norm_type=inf)`` and ``clip_grad_by_total_norm_fp32``
     between the steps of upstream's ``step`` (prepare, clip, step with the
     ready grads), as its ``step`` does for L2.
+
+    Upstream's ``step`` answers ``ok=False`` both when it found non-finite
+    grads (with no norm) and when ``grad_norm_skip_threshold`` skipped the
+    update (with the norm above it): the first raises here, the second is the
+    skip asked for.
     """
 
-    def __init__(self, ddp: MegatronDDP, make_optimizer, max_grad_norm: float | None, norm_type: float) -> None:
+    def __init__(self, ddp: MegatronDDP, make_optimizer, max_grad_norm: float | None, norm_type: float,
+                 skip_threshold: float | None = None) -> None:
         from megatron.core.optimizer import get_megatron_optimizer
 
         self.ddp, self.max_grad_norm, self.norm_type = ddp, max_grad_norm, norm_type
+        self.skip_threshold = skip_threshold
         l2_clip = max_grad_norm if norm_type == 2.0 else None
-        config = optimizer_config(make_optimizer, l2_clip, ddp)
-        with megatron_cpu.running(ddp.device), _quiet():
+        config = optimizer_config(make_optimizer, l2_clip, ddp, skip_threshold)
+        with megatron_fused.kept_out(), megatron_cpu.running(ddp.device), _quiet():
             self.raw = get_megatron_optimizer(config, [ddp.raw], use_gloo_process_groups=False,
                                               pg_collection=ddp.groups)
 
     def step(self) -> float | None:
+        """Upstream's step; the grad norm (before clipping) when clipping or skipping by it."""
         with megatron_cpu.running(self.ddp.device):
             if self.max_grad_norm is not None and self.norm_type != 2.0:
                 ok, norm = self._step_clipping_by(self.norm_type)
             else:
                 ok, norm, _ = self.raw.step()
-        if not ok:
+        skipped = self.skip_threshold is not None and norm is not None and norm > self.skip_threshold
+        if not ok and not skipped:
             raise RuntimeError("megatron-core's optimizer skipped the step (it found non-finite grads)")
-        return None if self.max_grad_norm is None else float(norm)
+        return None if self.max_grad_norm is None and self.skip_threshold is None else float(norm)
 
     def _step_clipping_by(self, norm_type: float) -> tuple[bool, float]:
         from megatron.core.optimizer.clip_grads import clip_grad_by_total_norm_fp32, get_grad_norm_fp32
@@ -124,7 +147,8 @@ def _grads_for_norm(optimizer) -> list[torch.Tensor]:
     return renamed() if renamed else optimizer.get_main_grads_for_grad_norm()
 
 
-def optimizer_config(make_optimizer, max_grad_norm: float | None, ddp: MegatronDDP):
+def optimizer_config(make_optimizer, max_grad_norm: float | None, ddp: MegatronDDP,
+                     skip_threshold: float | None = None):
     """Upstream's OptimizerConfig for the torch optimizer ``make_optimizer`` builds (SGD or Adam)."""
     from megatron.core.optimizer import OptimizerConfig
 
@@ -135,6 +159,8 @@ def optimizer_config(make_optimizer, max_grad_norm: float | None, ddp: MegatronD
                   log_num_zeros_in_grad=True, bf16=torch.bfloat16 in dtypes,
                   params_dtype=torch.bfloat16 if torch.bfloat16 in dtypes else torch.float32,
                   use_distributed_optimizer=ddp.raw.ddp_config.use_distributed_optimizer)
+    if skip_threshold is not None:
+        common["grad_norm_skip_threshold"] = skip_threshold
     if type(probe) is torch.optim.SGD:
         return OptimizerConfig(optimizer="sgd", sgd_momentum=d["momentum"], **common)
     if type(probe) is torch.optim.Adam:
@@ -148,6 +174,7 @@ def optimizer_config(make_optimizer, max_grad_norm: float | None, ddp: MegatronD
 class MegatronCoreImplementation:
     name = "megatron"
     capabilities = frozenset({"layout", "buffer", "ddp", "expert", "optimizer"})
+    knobs: frozenset[str] = frozenset()  # those the installed version has, once it imports
 
     def __init__(self) -> None:
         self.version = megatron_cpu.installed_version() or "not installed"
@@ -167,6 +194,17 @@ class MegatronCoreImplementation:
         self.unavailable = None
         self._pgb = pgb
         self._config_cls = DistributedDataParallelConfig
+        self._reduce_scatter_at_import = pgb.dist_reduce_scatter_func
+        self.knobs = upstream_knobs()
+
+    def reset_process_state(self) -> None:
+        """Undo an earlier DDP's rebinding of upstream's module-level reduce-scatter (docs/peers.md, F1):
+        one check's DDPs must not decide how the next check's DDPs reduce."""
+        if self.unavailable is None:
+            self._pgb.dist_reduce_scatter_func = self._reduce_scatter_at_import
+
+    def report_lines(self) -> list[str]:
+        return [megatron_fused.report_line()]
 
     def unsupported(self, config) -> str | None:
         if config.policy not in POLICY_FLAGS:
@@ -175,16 +213,12 @@ class MegatronCoreImplementation:
             return "megatron-core forms bucket groups by its own rule, not buckets_per_group"
         return None
 
-    @property
-    def collective_patch_points(self):
-        """Upstream binds its reduce-scatter at import; all-reduce goes through torch.distributed."""
-        return [(dist, "all_reduce"), (self._pgb, "dist_reduce_scatter_func")]
-
     def wrap(self, module, config, group, agreement_group=None, expert_group=None) -> MegatronDDP:
         from megatron.core.distributed import DistributedDataParallel
         from megatron.core.transformer import TransformerConfig
 
-        reason = self.unsupported(config)
+        knobs = knobs_used(config)
+        reason = self.unsupported(config) or undeclared_knobs(self, knobs)
         if reason:
             raise ValueError(f"config: {reason}")
         ddp_config = self._ddp_config(
@@ -193,6 +227,7 @@ class MegatronCoreImplementation:
             overlap_param_gather=config.overlap_param_gather,
             average_in_collective=config.average_in_collective,
             check_for_nan_in_grad=config.check_for_nan_in_grad,
+            **{knob: getattr(config, knob) for knob in knobs},  # the same names upstream
         )
         dtypes = {p.dtype for p in module.parameters()}
         transformer_config = TransformerConfig(
@@ -202,20 +237,28 @@ class MegatronCoreImplementation:
         )
         device = next(module.parameters()).device
         names = {p: n for n, p in module.named_parameters()}
-        groups = process_groups(group, expert_group or group)
+        groups = process_groups(group, expert_group or group, config.num_distributed_optimizer_instances)
         with megatron_cpu.running(device), _quiet():
             ddp = DistributedDataParallel(
                 transformer_config, ddp_config, module,
                 disable_bucketing=config.disable_bucketing, pg_collection=groups,
             )
         if device.type == "cpu":
-            megatron_cpu.stub_current_stream(ddp.bucket_groups + ddp.expert_parallel_bucket_groups)
+            megatron_cpu.stub_streams(ddp.bucket_groups + ddp.expert_parallel_bucket_groups)
         return MegatronDDP(ddp, names, groups, device)
 
-    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> MegatronOptimizer:
-        if norm_type not in (2.0, float("inf")):
+    def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0,
+                       grad_norm_skip_threshold=None) -> MegatronOptimizer:
+        if norm_type not in (2.0, math.inf):
             raise ValueError(f"norm_type: got {norm_type}, but megatron-core's norms here are 2 and inf")
-        return MegatronOptimizer(ddp, make_optimizer, max_grad_norm, norm_type)
+        if grad_norm_skip_threshold is not None:
+            reason = undeclared_knobs(self, ["grad_norm_skip_threshold"])
+            if reason:
+                raise ValueError(f"grad_norm_skip_threshold: got {grad_norm_skip_threshold}, but {reason}")
+            if max_grad_norm is not None and norm_type != 2.0:
+                raise ValueError(f"grad_norm_skip_threshold: got {grad_norm_skip_threshold} with norm_type "
+                                 f"{norm_type}, but should be None then: upstream skips by its L2 norm")
+        return MegatronOptimizer(ddp, make_optimizer, max_grad_norm, norm_type, grad_norm_skip_threshold)
 
     def finalize_model_grads(self, models, num_tokens=None) -> None:
         """Upstream's own: finish every chunk's sync, then divide by the all-reduced ``num_tokens``."""
@@ -245,48 +288,16 @@ class MegatronCoreImplementation:
             return megatron_buffers.build(self._pgb, self._ddp_config(config), named_params, config, device)
 
 
-_groups: dict[tuple, object] = {}
+def upstream_knobs() -> frozenset[str]:
+    """The ``KNOBS`` the installed megatron-core has: fields of its DDP or optimizer config (the same
+    names), or arguments of its DDP's ``finish_grad_sync`` (``force_all_reduce``)."""
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig
 
-
-def process_groups(group, expert_group):
-    """Upstream's group collection: ``group`` for data parallelism, ``expert_group`` for expert data
-    parallelism, the expert-parallel group that follows from them, and singletons for the rest.
-
-    Every rank must create every group (``new_group`` is collective), so each
-    rank's expert group is gathered first and the groups are made in one order.
-    """
-    from megatron.core.process_groups_config import ProcessGroupCollection
-
-    ranks = tuple(dist.get_process_group_ranks(group))
-    expert_ranks = tuple(dist.get_process_group_ranks(expert_group))
-    everyone: list = [None] * len(ranks)
-    dist.all_gather_object(everyone, expert_ranks, group=group)
-    key = (ranks, tuple(everyone))
-    if key not in _groups:
-        me = dist.get_rank()
-        singleton = _own(me, [[r] for r in ranks])
-        # A rank's place in its expert-DP group is its expert-data-parallel index; the ranks sharing
-        # that index hold the other experts: the expert-parallel group.
-        ep_groups = sorted({tuple(sorted(r for r, e in zip(ranks, everyone) if e.index(r) == i))
-                            for i in range(len(expert_ranks))})
-        ep = _own(me, [list(g) for g in ep_groups])
-        _groups[key] = (singleton, ep)
-    singleton, ep = _groups[key]
-    return ProcessGroupCollection(
-        tp=singleton, pp=singleton, cp=singleton, expt_tp=singleton, mp=singleton, ep=ep, tp_ep_pp=ep,
-        embd=None, pos_embd=None, dp=group, dp_cp=group, intra_dp_cp=group, expt_dp=expert_group,
-        intra_expt_dp=expert_group, intra_dist_opt=group,
-    )
-
-
-def _own(me: int, member_lists: list[list[int]]):
-    """Create every group (collective), return the one holding ``me``."""
-    mine = None
-    for members in member_lists:
-        made = dist.new_group(members)
-        if me in members:
-            mine = made
-    return mine
+    configs = (DistributedDataParallelConfig, OptimizerConfig)
+    names = {f.name for config in configs for f in dataclasses.fields(config)}
+    names |= set(inspect.signature(DistributedDataParallel.finish_grad_sync).parameters)
+    return frozenset(k for k in KNOBS if k in names)
 
 
 @contextlib.contextmanager

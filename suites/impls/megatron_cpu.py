@@ -21,10 +21,17 @@ P6  (0.19 on) importing megatron.core imports the Triton kernels of the MoE
     installed, a stand-in for that one module, whose kernels raise if called.
 P7  (0.19 on) ``start_grad_sync`` asks ``torch.cuda.current_stream()`` for the
     stream to wait for CUDA-graph replays on, in every grad sync (backward
-    hooks included): each bucket group's ``start_grad_sync`` gets a CPU stub,
-    with none to wait for.
+    hooks included).
+P8  with several distributed-optimizer instances DDP makes a CUDA stream for
+    the grad reductions (``torch.cuda.Stream``) and, with overlap, runs them
+    on it and syncs it with the current (before 0.19: default) stream.
 
-P1 to P3 and P7 apply on a CPU only; P4 and P5 on every device; P6 wherever
+P7 and P8 share one stub: ``torch.cuda.Stream`` answers a ``CpuStream`` while
+the DDP is built, and each bucket group's start and finish of a grad sync see
+``CpuStream`` as the current and default stream and a no-op ``torch.cuda.stream``
+(a CPU runs its work in order, with no replays to wait for).
+
+P1 to P3, P7 and P8 apply on a CPU only; P4 and P5 on every device; P6 wherever
 triton is missing. While planning with a fake group, the per-stage logger is
 patched out as well (it asks the group for ranks a fake cannot give).
 """
@@ -78,10 +85,13 @@ class CudaOnCpu(TorchFunctionMode):
 
 
 class CpuStream:
-    """P7: what ``torch.cuda.current_stream()`` answers on a CPU, where no CUDA graph can be replaying."""
+    """P7, P8: the one stream of a CPU, which runs its work in order and replays no CUDA graph."""
 
     def wait_event(self, event) -> None:
         raise RuntimeError(f"event: got {event!r} to wait for, but a CPU run has no CUDA graph replays")
+
+    def wait_stream(self, stream) -> None:
+        """Work on a CPU runs in order: nothing to wait for."""
 
 
 def _missing_kernel(name: str):
@@ -104,21 +114,22 @@ def provide_missing_kernels() -> None:
     sys.modules[PAGED_STASH_KERNELS] = stand_in
 
 
-def stub_current_stream(bucket_groups) -> None:
-    """P7 on a CPU: these bucket groups' ``start_grad_sync`` see ``CpuStream`` as the current stream."""
-    if not _at_least_0_19():
-        return
+def stub_streams(bucket_groups) -> None:
+    """P7, P8 on a CPU: these bucket groups start and finish their grad syncs on ``CpuStream``."""
     for group in bucket_groups:
-        group.start_grad_sync = _on_cpu_stream(group.start_grad_sync)
+        group.start_grad_sync = _on_cpu_streams(group.start_grad_sync)
+        group.finish_grad_sync = _on_cpu_streams(group.finish_grad_sync)
 
 
-def _on_cpu_stream(start_grad_sync):
-    @functools.wraps(start_grad_sync)
-    def start(*args, **kwargs):
-        with mock.patch.object(torch.cuda, "current_stream", lambda *a, **k: CpuStream()):
-            return start_grad_sync(*args, **kwargs)
+def _on_cpu_streams(grad_sync):
+    @functools.wraps(grad_sync)
+    def on_cpu(*args, **kwargs):
+        with mock.patch.multiple(torch.cuda, current_stream=lambda *a, **k: CpuStream(),
+                                 default_stream=lambda *a, **k: CpuStream(),
+                                 stream=lambda *a, **k: contextlib.nullcontext()):
+            return grad_sync(*args, **kwargs)
 
-    return start
+    return on_cpu
 
 
 @contextlib.contextmanager
@@ -133,7 +144,7 @@ def planning(pgb, device) -> Iterator[None]:
 
 @contextlib.contextmanager
 def running(device: torch.device) -> Iterator[None]:
-    """Everything the DDP and the optimizer need on ``device``: P1-P3 on CPU, P4 and P5 always."""
+    """What the DDP and the optimizer need on ``device``: P1-P3 and P8's stream on CPU, P4 and P5 always."""
     from megatron.core.optimizer import distrib_optimizer
 
     if not _at_least_0_19():
@@ -145,5 +156,6 @@ def running(device: torch.device) -> Iterator[None]:
             distrib_optimizer, "Adam", (distrib_optimizer.Adam, torch.optim.SGD)))
         if device.type == "cpu":
             stack.enter_context(mock.patch.object(torch.cuda, "current_device", lambda: "cpu"))  # P1
+            stack.enter_context(mock.patch.object(torch.cuda, "Stream", lambda *a, **k: CpuStream()))  # P8
             stack.enter_context(CudaOnCpu())  # P2, P3
         yield

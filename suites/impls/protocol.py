@@ -98,7 +98,8 @@ def undeclared_knobs(impl, used) -> str | None:
     missing = [k for k in used if k not in getattr(impl, "knobs", ())]
     if not missing:
         return None
-    return (f"{impl.name} does not map {', '.join(missing)} ({'; '.join(KNOBS[k] for k in missing)}); "
+    return (f"{impl.name} {impl.version} does not map {', '.join(missing)} "
+            f"({'; '.join(KNOBS[k] for k in missing)}); "
             "an implementation lists the upstream knobs it maps in `knobs`")
 
 
@@ -173,7 +174,11 @@ class Implementation(Protocol):
     # Why it cannot run here (e.g. not installed), or None when it can.
     unavailable: str | None
     # Optional, not declared here so older adapters still satisfy the protocol:
-    # ``knobs: frozenset[str]``, the upstream knobs (KNOBS) it maps.
+    # ``knobs: frozenset[str]``, the upstream knobs (KNOBS) it maps;
+    # ``report_lines() -> list[str]``, what the pytest header should say about what it found installed
+    # around it that changes how it runs (e.g. which optimizer classes it uses);
+    # ``reset_process_state()``, undoing module-level state that its earlier instances changed and never
+    # restored: the multigpu suite calls it before every check, so each check starts as in a fresh process.
 
     def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
         """Why this configuration cannot be expressed, or None when it can."""

@@ -13,19 +13,22 @@ the knob (docs/rules.md, section 6), and compare bitwise:
 - ``param_name_patterns_for_fp32_local_accumulation``: a matching param's
   microbatch grads add up in fp32 and are rounded once before the reduction
   (the others add up in bf16, rounding after every microbatch); both are then
-  scaled by 1/dp in bf16 and summed over two ranks, one rounding.
+  scaled by 1/dp in bf16 and summed over two ranks, one rounding. Its fp32
+  ``main_grad`` starts at zero, like the buffer's views: the first backward
+  adds onto it, zeroed or not.
 """
 
 import pytest
 import torch
 import torch.distributed as dist
 
+from ranks.recording import recording
 from suites.impls import load_implementation
 
 from .cases import Case, params
 from .compare import agreed, assert_close
 from .models import batch, loss_fn, make_model
-from .training import Side
+from .training import Side, local_model
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -110,6 +113,21 @@ def check_fp32_main_grad(ctx, name: str, param: torch.Tensor, expected: torch.Te
     assert_close(got, expected.float(), None, f"rank {ctx.rank} {name}.main_grad after the sync (the reduced grad)")
 
 
+def check_fp32_main_grads_start_at_zero(ctx, case: Case) -> None:
+    impl = load_implementation(ctx.impl_spec)
+    model, config = local_model(case, ctx), case.ddp_config()
+    impl.wrap(model, config, recording(ctx.group), ctx.control_group)  # and no zero_grad_buffer() yet
+
+    def check() -> None:
+        for name, param in model.named_parameters():
+            if config.accumulates_in_fp32(name):
+                nonzero = int((param.main_grad != 0).sum())
+                assert nonzero == 0, (
+                    f"rank {ctx.rank} {name}.main_grad after wrap: got {nonzero} nonzero of {param.numel()} "
+                    "elements, but should be all zeros (a backward adds onto it)")
+    agreed(ctx, check)
+
+
 @pytest.mark.parametrize("case", params(REDUCE_SCATTER))
 def test_fp32_accumulating_reduce_scatter_sums_in_fp32(ranks, impl, case):
     ranks.run(check_fp32_accumulating_reduce_scatter, case)
@@ -118,3 +136,8 @@ def test_fp32_accumulating_reduce_scatter_sums_in_fp32(ranks, impl, case):
 @pytest.mark.parametrize("case", params(LOCAL))
 def test_fp32_local_accumulation_rounds_once(ranks, impl, case):
     ranks.run(check_fp32_local_accumulation, case)
+
+
+@pytest.mark.parametrize("case", params(LOCAL))
+def test_fp32_main_grads_start_at_zero(ranks, impl, case):
+    ranks.run(check_fp32_main_grads_start_at_zero, case)

@@ -91,6 +91,7 @@ class Side:
                 self.model, device_ids=device_ids, process_group=ctx.group, bucket_cap_mb=0.001
             )
             self.opt = case.make_torch_optimizer(list(self.model.parameters()))
+        self.zero_grad()  # a training loop zeroes before its first step too (Megatron-LM's train_step does)
 
     def params(self) -> dict[str, torch.Tensor]:
         """Every param of this rank's model as a whole tensor, under the oracle's name.

@@ -2,6 +2,9 @@
 
 The same call works in both launch modes; the launcher behind it decides
 whether the check runs in this process (torchrun) or in the worker pool.
+Either way ranks live on from check to check, so each check starts by letting
+the implementation under test undo what earlier checks left in the process
+(``from_fresh_state``), as if it ran in a fresh one.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import pickle
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ranks.address import Address, address_of
+from ranks.address import Address, address_of, resolve
+from ranks.context import RankContext
 from ranks.outcome import Outcome, settle
 
 
@@ -52,7 +56,20 @@ class Ranks:
                 f"ranks.run: the arguments for {address} should be picklable (every rank gets "
                 f"a copy), but: {exc}"
             ) from exc
-        return settle(self._launcher.run(self.world_size, fn, address, args, kwargs), str(address))
+        outcomes = self._launcher.run(self.world_size, from_fresh_state, address_of(from_fresh_state),
+                                      (address, *args), kwargs)
+        return settle(outcomes, str(address))
 
     def __repr__(self) -> str:
         return f"<ranks: {self.mode} mode, world size {self.world_size}, backend {self.backend}>"
+
+
+def from_fresh_state(ctx: RankContext, address: Address, /, *args: Any, **kwargs: Any) -> Any:
+    """Call the check at ``address`` once the implementation under test has forgotten earlier checks
+    (its optional ``reset_process_state()``: module-level state it rebinds and never restores)."""
+    from suites.impls import load_implementation
+
+    reset = getattr(load_implementation(ctx.impl_spec), "reset_process_state", None)
+    if reset is not None:
+        reset()
+    return resolve(address)(ctx, *args, **kwargs)
