@@ -77,6 +77,20 @@ def check_zero3_params_are_partitioned_and_read_whole(ctx) -> None:
         assert torch.equal(whole, dict(plain.named_parameters())[name]), f"{name}: gathered param differs"
 
 
+def check_zero3_keeps_its_linear_to_its_forward(ctx) -> None:
+    import torch.nn.functional as F
+    from deepspeed.runtime.zero.linear import zero3_linear_wrap
+
+    torch_linear, seen = F.linear, []
+    ddp = zero3.wrap(make_model(), DDPConfig(overlap_grad_reduce=True), ctx.group, ctx.control_group)
+    hook = ddp.module.register_forward_pre_hook(lambda *_: seen.append(F.linear))
+    tokens, labels = batch(1, 0, 0, ctx.rank)
+    loss_fn(ddp(tokens), labels).backward()
+    hook.remove()
+    assert seen == [zero3_linear_wrap], f"linear inside ZeRO-3's forward: got {seen}, but should be DeepSpeed's"
+    assert F.linear is torch_linear, f"torch.nn.functional.linear after: got {F.linear}, but should be torch's"
+
+
 def check_no_op_is_built(ctx) -> None:
     import deepspeed
     from deepspeed.comm import comm as ds_comm
@@ -122,6 +136,12 @@ def test_initialize_builds_no_cpp_op(ranks):
 @needs_deepspeed
 def test_zero3_params_are_partitioned_and_read_whole(ranks):
     ranks.run(check_zero3_params_are_partitioned_and_read_whole)
+
+
+@needs_deepspeed
+def test_zero3_keeps_its_linear_to_its_forward(ranks):
+    """DeepSpeed replaces torch.nn.functional.linear process-wide; other models must not run it."""
+    ranks.run(check_zero3_keeps_its_linear_to_its_forward)
 
 
 @needs_deepspeed
