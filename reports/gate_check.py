@@ -44,6 +44,7 @@ STEP_RATIO = "step_time/reference/ratio_to_torch_ddp"
 MUST_FLAG = (STEP_RATIO, "overlap/emulated/reference/efficiency")
 FLAGGED = ("regression", "improvement")
 SLOWDOWNS = (0.025, 0.05, 0.10, 0.20)
+PARTS = ("identical", "slowed", "sensitivity")
 
 
 def main_job(out: Path, *args: str, world_size: int, slowdown_ms: float | None = None) -> Path:
@@ -119,19 +120,23 @@ def _move(change) -> str:
     return f"{change.old:.3f} -> {change.new:.3f}, {change.relative:+.1%}"
 
 
-def summary(same: list[dict], slow: list[dict], sensitive: list[dict]) -> str:
-    gated = sum(r["gated regressions"] for r in same)
-    worst = max((r["flagged %"] for r in same), default=0.0)
-    caught = sum(r["caught"] for r in slow)
-    return "\n\n".join([
-        "## Identical code, every pair of runs compared", table(same, numparse=False),
-        f"Gated regressions: {gated} (target 0). Largest share of metrics flagged in a pair: {worst}% "
-        "(target at most 1%).",
-        "## The reference plus 10 ms per step, against the reference", table(slow, numparse=False),
-        f"Caught in {caught} of {len(slow)} tries (target: every try).",
-        "## Sensitivity: the step slowed by a share of itself", table(detection_rates(sensitive), numparse=False),
-        table(sensitive, numparse=False),
-    ]) + "\n"
+def summary(same: list[dict] | None, slow: list[dict] | None, sensitive: list[dict] | None) -> str:
+    """The summary of the parts that ran (None: that part was not asked for)."""
+    sections = []
+    if same is not None:
+        gated = sum(r["gated regressions"] for r in same)
+        worst = max((r["flagged %"] for r in same), default=0.0)
+        sections += ["## Identical code, every pair of runs compared", table(same, numparse=False),
+                     f"Gated regressions: {gated} (target 0). Largest share of metrics flagged in a pair: {worst}% "
+                     "(target at most 1%)."]
+    if slow is not None:
+        caught = sum(r["caught"] for r in slow)
+        sections += ["## The reference plus 10 ms per step, against the reference", table(slow, numparse=False),
+                     f"Caught in {caught} of {len(slow)} tries (target: every try)."]
+    if sensitive is not None:
+        sections += ["## Sensitivity: the step slowed by a share of itself",
+                     table(detection_rates(sensitive), numparse=False), table(sensitive, numparse=False)]
+    return "\n\n".join(sections) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,13 +147,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="identical runs (default 3)")
     parser.add_argument("--tries", type=int, default=3, help="slowed-against-normal tries (default 3)")
     parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--part", action="append", choices=PARTS,
+                        help="run only this part, repeatable (default: all of " + ", ".join(PARTS) + ")")
     args = parser.parse_args(argv)
-    same = identical(args.out, args.runs, args.world_size)
-    slow = slowed(args.out, args.tries, args.world_size)
-    text = summary(same, slow)
+    for name, value, low in (("--runs", args.runs, 2), ("--tries", args.tries, 1), ("--world-size", args.world_size, 1)):
+        if value < low:
+            parser.error(f"{name}: got {value}, but should be at least {low}")
+    parts = args.part or PARTS
+    same = identical(args.out, args.runs, args.world_size) if "identical" in parts else None
+    slow = slowed(args.out, args.tries, args.world_size) if "slowed" in parts else None
+    sensitive = sensitivity(args.out, args.tries, args.world_size) if "sensitivity" in parts else None
+    text = summary(same, slow, sensitive)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gate_check.md").write_text(text)
-    (args.out / "gate_check.json").write_text(json.dumps({"identical": same, "slowed": slow}, indent=2) + "\n")
+    figures = {"identical": same, "slowed": slow, "sensitivity": sensitive}
+    (args.out / "gate_check.json").write_text(json.dumps({k: v for k, v in figures.items() if v is not None},
+                                                         indent=2) + "\n")
     print(text, end="")
     return 0
 
