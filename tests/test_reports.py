@@ -92,3 +92,15 @@ def test_one_footnote_per_section_and_only_when_a_cell_is_marked():
     marked = "| a | 0.4 [0.2, 0.9] † |"
     assert with_unstable_footnote(marked).endswith(UNSTABLE_FOOTNOTE)
     assert with_unstable_footnote("text that mentions † without a table") == "text that mentions † without a table"
+
+
+def test_a_run_without_multi_rank_benchmarks_still_describes_its_node():
+    """The setup that decides what a run compares with names the devices even when only one-process benchmarks ran."""
+    from benchmarks.settings import BenchSettings
+    from benchmarks.suite import run_rank_benchmarks
+    from reports.comparable import run_setup
+
+    bench = run_rank_benchmarks(BenchSettings.for_backend("gloo").smoked(), 1, ["planning"], progress=lambda _: None)
+    assert len(bench["nodes"]) == 1, f"nodes described: got {len(bench['nodes'])}, but should be 1"
+    devices = run_setup({"backend": "gloo", "world_size": 1, "mode": "plain"}, bench["nodes"])["devices"]
+    assert devices != ["unknown"], f"devices: got {devices}, but should name this node's CPU or GPUs"
