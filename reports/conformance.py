@@ -81,7 +81,7 @@ def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_
     for the multi-rank suite; outcomes read back from JUnit XML."""
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "junit.xml"
-        args = [suite, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", "-q", *(extra_args or [])]
+        args = [suite, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", *(extra_args or [])]
         run = pytest_in_process if in_process else _pytest_child
         code, stdout, stderr = run(args, child_environment(world_size))
         result = SuiteResult(suite=suite, impl=impl, exit_code=code)

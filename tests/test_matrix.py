@@ -35,3 +35,12 @@ def test_cells_say_pass_fail_xfail_or_skip_and_cite_reasons_once():
     assert rows[1:] == [["reference 0.1.0", "pass 1, xfail 1", "skip [1]", "n/a"],
                         ["x", "FAIL 1 of 1 [2]", "skip [1]", "xfail 1 [3]"]], rows
     assert "1. no peers" in text and "2. test_grad_sync_matches_torch_ddp[a]: got 2, but should be 1" in text
+
+
+def test_a_suite_run_reads_the_implementation_and_its_version_from_the_pytest_header():
+    """The matrix labels rows by the header's name and version: two megatron-core releases are two rows."""
+    from reports.conformance import run_suite
+
+    r = run_suite("suites/layout/test_order.py", "reference", ["--only=*test_nothing_matches_this*"], in_process=True)
+    assert r.header.startswith("reference "), f"header: got {r.header!r}, but should name the implementation"
+    assert "(levels: " in r.header, f"header: got {r.header!r}, but should list its levels"
