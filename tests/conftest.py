@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 
 from suites.multigpu.harness import plugin as harness_plugin
 
@@ -21,3 +22,13 @@ def smoke_run(tmp_path_factory) -> Path:
     code = report_main(["--smoke", "--impl", "reference", "--suite", "suites/layout/test_golden.py", "--out", str(out)])
     assert code == 0, f"smoke run: got exit {code}, but should be 0"
     return latest_run(out)
+
+
+@pytest.fixture
+def group(tmp_path):
+    """A one-rank gloo group of our own, destroyed afterwards."""
+    if dist.is_initialized():
+        pytest.skip("a default process group already exists in this process (torchrun mode)")
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    yield dist.group.WORLD
+    dist.destroy_process_group()

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from reference.config import DDPConfig
+from reference.ddp import DistributedDataParallel
 from reference.layout import LayoutConfig, ParamSpec, default_bucket_size, plan_buffer, plan_layout
 from reference.optimizer import ReferenceOptimizer
 
@@ -106,3 +107,37 @@ def test_one_bucket_per_buffer_without_overlap_or_with_bucketing_disabled(overla
     config = DDPConfig(bucket_size=100, overlap_grad_reduce=overlap, disable_bucketing=disable)
     got = config.layout_config(2).bucket_size
     assert got == buckets, f"planned bucket size (overlap {overlap}, disable_bucketing {disable}): got {got}"
+
+
+def test_the_distributed_optimizer_counts_and_steps_every_param_past_256_buckets(group):
+    """300 one-element params, one bucket each, padded for the distributed optimizer at one rank, a loss of
+    sum(params): the grad norm is sqrt(300), and SGD with lr 1 takes 1 from every param, buckets past CPython's
+    small-int cache included."""
+    params = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(1)) for _ in range(300))
+    ddp = DistributedDataParallel(params, DDPConfig(policy="padded", bucket_size=1, overlap_grad_reduce=True), group)
+    opt = ReferenceOptimizer(ddp, lambda ps: torch.optim.SGD(ps, lr=1.0), max_grad_norm=1e9)
+    sum(p.sum() for p in params).backward()
+    ddp.finish_grad_sync()
+    norm = opt.step()
+    assert norm == pytest.approx(300 ** 0.5), f"grad norm: got {norm}, but should be sqrt(300) = {300 ** 0.5:.6f}"
+    unchanged = [i for i, p in enumerate(params) if p.item() != -1.0]
+    assert not unchanged, f"params not stepped: got {unchanged[:5]} ({len(unchanged)}), but should be none"
+
+
+def test_fp32_local_accumulation_of_all_matches_every_param_whatever_string_object_says_all():
+    """'all' read from a config file is equal to the literal, not the same object: it still means every param."""
+    every = "".join(["al", "l"])
+    config = DDPConfig(param_name_patterns_for_fp32_local_accumulation=(every,))
+    assert config.accumulates_in_fp32("layers.0.weight"), "got False for 'layers.0.weight', but should be True"
+
+
+def test_a_grad_norm_equal_to_the_skip_threshold_still_steps(group):
+    """Upstream skips only above the threshold (``grad_norm > threshold``): grads (3, 4) have norm 5 exactly."""
+    param = torch.nn.Parameter(torch.zeros(2))
+    ddp = DistributedDataParallel(torch.nn.ParameterList([param]), DDPConfig(), group)
+    opt = ReferenceOptimizer(ddp, lambda ps: torch.optim.SGD(ps, lr=1.0), grad_norm_skip_threshold=5.0)
+    (param * torch.tensor([3.0, 4.0])).sum().backward()
+    ddp.finish_grad_sync()
+    norm = opt.step()
+    assert norm == 5.0 and not opt.skipped, f"norm {norm}, skipped: got {opt.skipped}, but should be False"
+    assert param.tolist() == [-3.0, -4.0], f"param: got {param.tolist()}, but should be [-3.0, -4.0]"

@@ -24,16 +24,6 @@ from suites.params import plan_specs
 impl = torch_ddp.implementation
 
 
-@pytest.fixture
-def group(tmp_path):
-    """A one-rank gloo group of our own, destroyed afterwards."""
-    if dist.is_initialized():
-        pytest.skip("a default process group already exists in this process (torchrun mode)")
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
-    yield dist.group.WORLD
-    dist.destroy_process_group()
-
-
 def linear_stack(*widths: int, bias: bool = False) -> torch.nn.Sequential:
     """A chain whose grads become ready in exactly reverse ``parameters()`` order."""
     torch.manual_seed(0)
