@@ -28,10 +28,6 @@ class ReduceGroups:
     across: dist.ProcessGroup | None
     """The ranks at this rank's place in every instance (its shard is all-reduced over them); None for one."""
 
-    @property
-    def instances(self) -> int:
-        return 1 if self.across is None else self.across.size()
-
 
 def reduce_groups(group: dist.ProcessGroup, instances: int) -> ReduceGroups:
     """The groups for ``instances`` distributed-optimizer instances over ``group``; made once per rank set.
