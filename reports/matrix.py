@@ -49,6 +49,11 @@ def family_of(nodeid: str) -> str:
     return "other"
 
 
+def impl_label(header: str, impl: str) -> str:
+    """The implementation and its version as pytest's header names them (levels left out), else the name asked for."""
+    return header.split(" (levels")[0] if header else impl
+
+
 def tally(families: dict, nodeid: str, outcome: str, note: str = "") -> None:
     """Count one test's outcome in its family; keep the reasons of skips and xfails, and the first failure."""
     entry = families.setdefault(family_of(nodeid), {**{o: 0 for o in OUTCOMES}, "reasons": {}, "first_failure": ""})
@@ -63,7 +68,7 @@ def merged(results) -> dict[str, dict[str, dict]]:
     """implementation label -> family -> the tallies of every suite run of that implementation."""
     out: dict[str, dict[str, dict]] = {}
     for r in results:
-        label = r.header.split(" (levels")[0] if r.header else r.impl
+        label = impl_label(r.header, r.impl)
         for family, entry in r.families.items():
             cell = out.setdefault(label, {}).setdefault(
                 family, {**{o: 0 for o in OUTCOMES}, "reasons": Counter(), "first_failure": ""})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from benchmarks.stats import UNSTABLE_MARK, Figure, describe
 
+from .matrix import impl_label
 from .render import table
 
 
@@ -22,7 +23,7 @@ def verdict(results: dict) -> tuple[bool, list[str]]:
         failed = r["failed"] + r["errors"]
         good = failed == 0 and r["exit_code"] in (0, 5)
         ok &= good
-        lines.append(f"{r['suite']} against {r['header'] or r['impl']}: {r['passed']} passed, {failed} failed, "
+        lines.append(f"{r['suite']} against {impl_label(r['header'], r['impl'])}: {r['passed']} passed, {failed} failed, "
                      f"{r['skipped']} skipped{'' if good else ' — FAIL'}")
     if not results.get("conformance"):
         lines.append("conformance: not run")

@@ -44,3 +44,8 @@ def test_a_suite_run_reads_the_implementation_and_its_version_from_the_pytest_he
     r = run_suite("suites/layout/test_order.py", "reference", ["--only=*test_nothing_matches_this*"], in_process=True)
     assert r.header.startswith("reference "), f"header: got {r.header!r}, but should name the implementation"
     assert "(levels: " in r.header, f"header: got {r.header!r}, but should list its levels"
+    from reports.matrix import impl_label
+
+    label = impl_label(r.header, r.impl)
+    assert label.startswith("reference ") and "levels" not in label, (
+        f"label: got {label!r}, but should be the name and version alone")
