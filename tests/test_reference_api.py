@@ -141,3 +141,13 @@ def test_a_grad_norm_equal_to_the_skip_threshold_still_steps(group):
     norm = opt.step()
     assert norm == 5.0 and not opt.skipped, f"norm {norm}, skipped: got {opt.skipped}, but should be False"
     assert param.tolist() == [-3.0, -4.0], f"param: got {param.tolist()}, but should be [-3.0, -4.0]"
+
+
+def test_a_rank_with_no_grad_elements_adds_nothing_to_the_inf_norm():
+    """A rank whose share is empty (it owns only padding) takes part in the MAX with 0, not with any other value:
+    the global inf-norm of (0.25, -0.5) is 0.5 (worked by hand)."""
+    from reference.clip import grad_norm
+
+    cpu = torch.device("cpu")
+    assert grad_norm([], float("inf"), None, cpu) == 0.0
+    assert grad_norm([torch.zeros(0), torch.tensor([0.25, -0.5])], float("inf"), None, cpu) == 0.5

@@ -40,7 +40,7 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "reference/layout/policies.py": (LAYOUT, *OWN_API, MULTIGPU),
     "reference/buffer.py": (LAYOUT, MULTIGPU),
     "reference/config.py": (*OWN_API, *SYNCING, MULTIGPU),
-    "reference/clip.py": (*STEPPING, MULTIGPU),
+    "reference/clip.py": (*OWN_API, *STEPPING, MULTIGPU),
     "reference/optimizer.py": (*OWN_API, *STEPPING, MULTIGPU),
     "reference/finalize.py": ("suites/multigpu/test_finalize.py", *STEPPING, MULTIGPU),
     "reference/bucket_group.py": (*SYNCING, MULTIGPU),
