@@ -151,3 +151,16 @@ def test_a_rank_with_no_grad_elements_adds_nothing_to_the_inf_norm():
     cpu = torch.device("cpu")
     assert grad_norm([], float("inf"), None, cpu) == 0.0
     assert grad_norm([torch.zeros(0), torch.tensor([0.25, -0.5])], float("inf"), None, cpu) == 0.5
+
+
+def test_clipping_scales_by_max_norm_over_norm_plus_1e_6_and_only_below_1():
+    """Upstream's coefficient ``max_norm / (total_norm + 1e-6)``, worked by hand: 1 / 5.000001 = 0.19999996 scales
+    (3, 4) to (0.59999988, 0.79999984) within fp32 rounding; a coefficient of 1.5 / 1.000001, above 1, leaves grads as they are."""
+    from reference.clip import clip_by_total_norm
+
+    grads = torch.tensor([3.0, 4.0])
+    clip_by_total_norm([grads], 1.0, 5.0)
+    assert grads.tolist() == pytest.approx([0.59999988, 0.79999984], abs=7e-8), grads.tolist()  # one fp32 ulp
+    grads = torch.tensor([3.0, 4.0])
+    clip_by_total_norm([grads], 1.5, 1.0)
+    assert grads.tolist() == [3.0, 4.0], f"grads: got {grads.tolist()}, but should be unchanged"

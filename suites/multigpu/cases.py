@@ -36,6 +36,8 @@ class Case:
     """With ``bf16``: reduce grads in fp32 (``grad_reduce_in_fp32``), or in bf16 like the params."""
     tied: bool = False
     clip: float | None = None
+    clip_reached: bool = True
+    """With ``clip``: whether every step's grad norm exceeds it (grads scaled) or stays below it (left alone)."""
     norm_type: float = 2.0
     overlap_param_gather: bool = False
     num_tokens: bool = False
@@ -131,6 +133,7 @@ def _matrix() -> list[Case]:
             ("bf16-grads", dict(bf16=True, fp32_grads=False)),
             ("tied-embedding", dict(tied=True)),
             ("clip", dict(clip=0.05)),
+            ("clip-not-reached", dict(clip=100.0, clip_reached=False)),
             ("clip-inf-norm", dict(clip=2e-3, norm_type=float("inf"))),
             ("num-tokens", dict(num_tokens=True)),
             ("adam", dict(optimizer="adam")),

@@ -238,9 +238,10 @@ def compare_norm(case: Case, step: int, norm: float | None, their_norm: float | 
 def compare_update(ctx, case: Case, ours: dict, theirs: Side, tol, step: int, norms, logits) -> None:
     """The clip norm, the forward after the step (overlapped gathers) and every param (``ours``: ``Side.params()``)."""
     norm, their_norm = norms
-    if case.clip is not None:
-        assert norm is not None and norm > case.clip, (
-            f"step {step} grad norm: got {norm}, but should exceed max_norm {case.clip} so clipping is exercised"
+    if case.clip is not None:  # the case must exercise the side of the decision it is named for
+        side = "exceed" if case.clip_reached else "stay below"
+        assert norm is not None and (norm > case.clip) == case.clip_reached, (
+            f"step {step} grad norm: got {norm}, but should {side} max_norm {case.clip} for this case"
         )
     compare_norm(case, step, norm, their_norm, "torch clip_grad_norm_")
     if logits is not None:  # forward must have waited for the all-gather
