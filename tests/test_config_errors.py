@@ -46,6 +46,8 @@ def test_bad_ddp_config_is_rejected_by_name(field, kwargs, value):
 @pytest.mark.parametrize("kwargs, words", [
     (dict(num_distributed_optimizer_instances=2), "should be 1 unless the policy shards"),
     (dict(num_distributed_optimizer_instances=0, policy="padded"), "should be an integer >= 1"),
+    (dict(num_distributed_optimizer_instances=2.0, policy="padded"), "should be an integer >= 1"),
+    (dict(num_distributed_optimizer_instances=True, policy="padded"), "should be an integer >= 1"),
     (dict(reduce_scatter_with_fp32_accumulation=True), "only be set with a distributed-optimizer policy"),
     (dict(reduce_scatter_with_fp32_accumulation=True, policy="padded", average_in_collective=True),
      "got True with average_in_collective, but should be used with neither"),

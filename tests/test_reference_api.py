@@ -136,6 +136,7 @@ def test_a_grad_norm_equal_to_the_skip_threshold_still_steps(group):
     param = torch.nn.Parameter(torch.zeros(2))
     ddp = DistributedDataParallel(torch.nn.ParameterList([param]), DDPConfig(), group)
     opt = ReferenceOptimizer(ddp, lambda ps: torch.optim.SGD(ps, lr=1.0), grad_norm_skip_threshold=5.0)
+    assert not opt.skipped, "skipped before any step: got True, but should be False"
     (param * torch.tensor([3.0, 4.0])).sum().backward()
     ddp.finish_grad_sync()
     norm = opt.step()
@@ -164,3 +165,13 @@ def test_clipping_scales_by_max_norm_over_norm_plus_1e_6_and_only_below_1():
     grads = torch.tensor([3.0, 4.0])
     clip_by_total_norm([grads], 1.5, 1.0)
     assert grads.tolist() == [3.0, 4.0], f"grads: got {grads.tolist()}, but should be unchanged"
+
+
+def test_a_bucket_group_of_300_params_launches_when_its_last_grad_is_in(group):
+    """With overlap, a group launches during backward once every one of its params' grads is in, however many
+    (counts past CPython's small-int cache compare by value only)."""
+    params = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(1)) for _ in range(300))
+    ddp = DistributedDataParallel(params, DDPConfig(bucket_size=10_000, overlap_grad_reduce=True), group)
+    sum(p.sum() for p in params).backward()
+    (bucket_group,) = ddp.bucket_groups
+    assert bucket_group.launched, "launched after backward: got False, but should be True (its 300 grads are in)"

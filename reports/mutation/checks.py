@@ -43,7 +43,7 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "reference/clip.py": (*OWN_API, *STEPPING, MULTIGPU),
     "reference/optimizer.py": (*OWN_API, *STEPPING, MULTIGPU),
     "reference/finalize.py": ("suites/multigpu/test_finalize.py", *STEPPING, MULTIGPU),
-    "reference/bucket_group.py": (*SYNCING, MULTIGPU),
+    "reference/bucket_group.py": (*OWN_API, *SYNCING, MULTIGPU),
     "reference/ddp.py": (*SYNCING, MULTIGPU),
     "reference/groups.py": (*SYNCING, MULTIGPU),
 }
