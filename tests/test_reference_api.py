@@ -175,3 +175,16 @@ def test_a_bucket_group_of_300_params_launches_when_its_last_grad_is_in(group):
     sum(p.sum() for p in params).backward()
     (bucket_group,) = ddp.bucket_groups
     assert bucket_group.launched, "launched after backward: got False, but should be True (its 300 grads are in)"
+
+
+def test_a_nan_in_any_bucket_of_a_group_is_reported(group):
+    """Two one-param buckets in one bucket group: the NaN check looks at every bucket, not only up to the first
+    finite one (bucket 0 holds the last param, finite; bucket 1 the first, NaN)."""
+    from reference.bucket_group import GradSyncError
+
+    params = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(1)) for _ in range(2))
+    config = DDPConfig(bucket_size=1, overlap_grad_reduce=True, buckets_per_group=2, check_for_nan_in_grad=True)
+    ddp = DistributedDataParallel(params, config, group)
+    (params[0].sum() * float("nan") + params[1].sum()).backward()
+    with pytest.raises(GradSyncError, match="NaN in the gradient of '0'"):
+        ddp.finish_grad_sync()
