@@ -21,6 +21,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from reference.process_groups import new_group
+
 from .context import RankContext
 from .settings import Settings
 
@@ -84,7 +86,7 @@ def join(settings: Settings, *, rank: int, local_rank: int, backend: str, store:
         device = torch.device("cpu")
     dist.init_process_group(backend, store=store, rank=rank, world_size=settings.world_size,
                             timeout=settings.pg_timedelta, device_id=device_id)
-    control = dist.new_group(backend="gloo", timeout=settings.pg_timedelta)
+    control = new_group(backend="gloo", timeout=settings.pg_timedelta)
     return RankContext(
         rank=rank,
         world_size=settings.world_size,

@@ -32,6 +32,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
+from reference.process_groups import new_group
+
 BACKEND = "ddpc_recording"
 _pending: list[dist.ProcessGroup] = []  # the group to wrap, while new_group runs
 _registration = threading.Lock()
@@ -243,7 +245,7 @@ def _made_over(group: dist.ProcessGroup) -> RecordingGroup:
     _register()
     _pending.append(group)
     try:
-        made = dist.new_group(dist.get_process_group_ranks(group), backend=BACKEND, use_local_synchronization=True)
+        made = new_group(dist.get_process_group_ranks(group), backend=BACKEND, use_local_synchronization=True)
     finally:
         _pending.pop()
     if not isinstance(made, RecordingGroup):

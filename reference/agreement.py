@@ -11,6 +11,8 @@ import datetime
 import torch
 import torch.distributed as dist
 
+from .process_groups import new_group
+
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=5)
 _control_groups: dict[tuple[int, ...], dist.ProcessGroup] = {}
 
@@ -19,7 +21,7 @@ def control_group(group: dist.ProcessGroup, timeout: datetime.timedelta = DEFAUL
     """A gloo group over the same ranks as ``group``, made once per rank set (creation is collective)."""
     ranks = tuple(dist.get_process_group_ranks(group))
     if ranks not in _control_groups:
-        _control_groups[ranks] = dist.new_group(list(ranks), backend="gloo", timeout=timeout)
+        _control_groups[ranks] = new_group(list(ranks), backend="gloo", timeout=timeout)
     return _control_groups[ranks]
 
 

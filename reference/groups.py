@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
+from .process_groups import new_group
+
 _made: dict[tuple[tuple[int, ...], int], "ReduceGroups"] = {}
 
 
@@ -44,6 +46,6 @@ def reduce_groups(group: dist.ProcessGroup, instances: int) -> ReduceGroups:
         me = ranks.index(dist.get_rank())
         block = list(ranks[me // size * size:(me // size + 1) * size])
         place = list(ranks[me % size::size])
-        _made[key] = ReduceGroups(group, dist.new_group(block, use_local_synchronization=True),
-                                  dist.new_group(place, use_local_synchronization=True))
+        _made[key] = ReduceGroups(group, new_group(block, use_local_synchronization=True),
+                                  new_group(place, use_local_synchronization=True))
     return _made[key]

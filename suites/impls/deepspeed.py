@@ -60,6 +60,7 @@ import torch.distributed as dist
 
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig
+from reference.process_groups import new_group
 
 from .agreed_read import COLLECTIVES, TORCH_POINTS, read_on_every_rank
 from .forwarding import GradsInParamsDDP
@@ -372,7 +373,7 @@ class DataParallelOnly:
 @functools.cache
 def _own_group():
     """A group of this rank alone, made by this rank alone."""
-    return dist.new_group([dist.get_rank()], use_local_synchronization=True)
+    return new_group([dist.get_rank()], use_local_synchronization=True)
 
 
 def _full_grad(param: torch.nn.Parameter) -> torch.Tensor:

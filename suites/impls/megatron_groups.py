@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch.distributed as dist
 
 from reference.groups import reduce_groups
+from reference.process_groups import new_group
 
 _made: dict[tuple, tuple] = {}
 
@@ -63,7 +64,7 @@ def _own(me: int, member_lists: list[list[int]]):
     """Create every group (collective), return the one holding ``me``."""
     mine = None
     for members in member_lists:
-        made = dist.new_group(members)
+        made = new_group(members)
         if me in members:
             mine = made
     return mine

@@ -6,6 +6,7 @@ import time
 import pytest
 import torch.distributed as dist
 
+from reference.process_groups import new_group
 from suites.impls import load_implementation
 from suites.multigpu.harness import requires_peers
 
@@ -80,8 +81,8 @@ def check_config_must_match_across_ranks(ctx) -> None:
 def check_expert_group_outside_the_dp_group(ctx) -> None:
     """dp groups {0, 1} and {2, 3}, expert groups {0, 2} and {1, 3}: sizes divide, membership does not."""
     impl = load_implementation(ctx.impl_spec)
-    dense = [dist.new_group(r) for r in ([0, 1], [2, 3])][ctx.rank // 2]
-    expert = [dist.new_group(r) for r in ([0, 2], [1, 3])][ctx.rank % 2]
+    dense = [new_group(r) for r in ([0, 1], [2, 3])][ctx.rank // 2]
+    expert = [new_group(r) for r in ([0, 2], [1, 3])][ctx.rank % 2]
     model = make_model().to(ctx.device)
     config = Case("outside").ddp_config()
     _expect_error(lambda: impl.wrap(model, config, dense, ctx.control_group, expert_group=expert),

@@ -25,6 +25,7 @@ from ranks.context import RankContext
 from ranks.groups import join, leave, pick_backend, torchrun_store
 from ranks.outcome import Outcome, call_check
 from ranks.settings import Settings
+from reference.process_groups import new_group
 
 
 class TorchrunLauncher:
@@ -91,7 +92,7 @@ class TorchrunLauncher:
                     backend=self._backend,
                     store=store,
                 )
-                self._agreement = dist.new_group(backend="gloo", timeout=self.settings.rank_timedelta)
+                self._agreement = new_group(backend="gloo", timeout=self.settings.rank_timedelta)
             except Exception as exc:
                 raise pytest.UsageError(
                     f"rank {self.rank} of {self.settings.world_size} could not join the process group "
