@@ -7,7 +7,9 @@ naive all-reduces every param's grad on its own after backward (and divides
 by the world size); bucketed is the reference with 25 MiB buckets (the notes'
 typical size) and overlap. The figure is naive's step over bucketed's, per
 round. Models: bias-free Linear(width, width) stacks of about 2M and 13M
-params; a model over 100M params does not fit this benchmark's time.
+params; a model over 100M params does not fit this benchmark's time. At one
+rank there is no communication for bucketing to save: the speed-up is null,
+with that reason (``benchmarks.measurable``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from reference.config import DDPConfig
 from reference.ddp import DistributedDataParallel
 
 from .emulation import layer_stack
+from .measurable import lone_rank
 from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
 from .settings import Model
 from .stats import Figure, ratios
@@ -31,7 +34,8 @@ RECORD = Record({
     "model": "size class the notes name, with width, depth, batch and params",
     "naive_ms": "figure: step with one all-reduce per param after backward",
     "bucketed_ms": "figure: step with the reference's 25 MiB buckets, overlapped",
-    "speedup": "figure: naive step over bucketed step, per round",
+    "speedup": "figure: naive step over bucketed step, per round; null when not measurable",
+    "why_not_measurable": "why the speed-up is not given (one rank), or null",
     "world_size": "ranks",
 })
 
@@ -72,18 +76,19 @@ def measure(ctx, settings) -> list[dict]:
                 if i >= settings.warmup:
                     times[name].append(t)
         params = model.width * model.width * model.depth
+        why = lone_rank(ctx.world_size, "for buckets to save")
+        speedup = None if why else Figure.of(ratios(times["naive"], times["bucketed"]), "x", "higher").to_json()
         records.append({"model": {"class": label, "width": model.width, "depth": model.depth,
                                   "batch": model.batch, "params": params},
-                        "world_size": ctx.world_size,
+                        "world_size": ctx.world_size, "speedup": speedup, "why_not_measurable": why,
                         **figures_json(naive_ms=Figure.of(times["naive"], "ms", "lower"),
-                                       bucketed_ms=Figure.of(times["bucketed"], "ms", "lower"),
-                                       speedup=Figure.of(ratios(times["naive"], times["bucketed"]), "x", "higher"))})
+                                       bucketed_ms=Figure.of(times["bucketed"], "ms", "lower"))})
     return records
 
 
 def metrics(records: list[dict]) -> list[Metric]:
     return [Metric(f"bucketing/{r['model']['class'].split()[0]}/speedup", "x", "higher", False,
-                   figure=figure_of(r, "speedup")) for r in records]
+                   figure=figure_of(r, "speedup")) for r in records if r["speedup"] is not None]
 
 
 def markdown(records: list[dict]) -> str:
@@ -91,7 +96,8 @@ def markdown(records: list[dict]) -> str:
 
     return table([{"model": f"{r['model']['class']}: {r['model']['params'] / 1e6:.1f}M params",
                    "naive (ms)": cell(r, "naive_ms"), "bucketed (ms)": cell(r, "bucketed_ms"),
-                   "speedup": cell(r, "speedup")} for r in records])
+                   "speedup": cell(r, "speedup") if r["speedup"] is not None
+                   else f"not measurable here: {r['why_not_measurable']}"} for r in records])
 
 
 BENCHMARK = Benchmark(

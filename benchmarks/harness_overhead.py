@@ -9,7 +9,9 @@
   observation costs a check, not what a user's training pays.
 
 Each pair is measured in alternating rounds (one first in even rounds, the
-other in odd ones), so the ratio per round is taken side by side.
+other in odd ones), so the ratio per round is taken side by side. At one
+rank the all-reduce moves nothing, so there is no collective for the
+machinery's share to be taken of: the ratios are null, with that reason.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch.distributed as dist
 from ranks.recording import recording
 
 from .busbw import ELEMENT
+from .measurable import lone_rank
 from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
 from .stats import Figure
 from .timing import timed
@@ -34,7 +37,8 @@ RECORD = Record({
     "what": "timing harness (timed against a bare loop) or recording group (through a recorder against direct)",
     "count": "elements per all-reduce",
     "calls": "calls per round",
-    "ratio": "figure: per round, the time per call with the machinery over without it",
+    "ratio": "figure: per round, the time per call with the machinery over without it; null when not measurable",
+    "why_not_measurable": "why the ratio is not given (one rank), or null",
     "world_size": "ranks",
 })
 
@@ -66,12 +70,17 @@ def side_by_side(rounds: int, warmup: int, with_it, without_it) -> list[float]:
 
 def measure(ctx, settings) -> list[dict]:
     calls = 1 if settings.smoke else CALLS
+    why = lone_rank(ctx.world_size, "for the machinery to add to")
+    if why:
+        return [{"what": what, "count": count, "calls": 0, "world_size": ctx.world_size, "ratio": None,
+                 "why_not_measurable": why}
+                for what, count in (("timing harness", COUNT), ("recording group", SMALL), ("recording group", COUNT))]
     tensor = torch.ones(COUNT, dtype=ELEMENT, device=ctx.device)
     reduce = lambda: dist.all_reduce(tensor, group=ctx.group)  # noqa: E731
     harness = side_by_side(settings.rounds, settings.warmup, lambda: timed(ctx, reduce, calls),
                            lambda: bare_loop(ctx, reduce, calls))
     records = [{"what": "timing harness", "count": COUNT, "calls": calls, "world_size": ctx.world_size,
-                **figures_json(ratio=Figure.of(harness, "x", "lower"))}]
+                "why_not_measurable": None, **figures_json(ratio=Figure.of(harness, "x", "lower"))}]
     recorder = recording(ctx.group)
     for count in (SMALL, COUNT):
         data = torch.ones(count, dtype=ELEMENT, device=ctx.device)
@@ -81,13 +90,13 @@ def measure(ctx, settings) -> list[dict]:
                               lambda: bare_loop(ctx, direct, calls))
         recorder.clear()  # the record of these calls is not wanted
         records.append({"what": "recording group", "count": count, "calls": calls, "world_size": ctx.world_size,
-                        **figures_json(ratio=Figure.of(ratios, "x", "lower"))})
+                        "why_not_measurable": None, **figures_json(ratio=Figure.of(ratios, "x", "lower"))})
     return records
 
 
 def metrics(records: list[dict]) -> list[Metric]:
     out = []
-    for r in records:
+    for r in (r for r in records if r["ratio"] is not None):
         if r["what"] == "timing harness":
             out.append(Metric("harness/overhead_ratio", "x", "lower", True, figure=figure_of(r, "ratio")))
         else:
@@ -100,7 +109,8 @@ def markdown(records: list[dict]) -> str:
     from reports.render import table
 
     return table([{"machinery": r["what"], "all-reduce": f"{r['count']:,} fp32", "calls a round": r["calls"],
-                   "time with / without": cell(r, "ratio")} for r in records]) + (
+                   "time with / without": cell(r, "ratio") if r["ratio"] is not None
+                   else f"not measurable here: {r['why_not_measurable']}"} for r in records]) + (
         "\n\nGoal for the timing harness: < 1.02x. The recording group is what observing an implementation costs "
         "a suite check, per collective.")
 

@@ -26,10 +26,12 @@ gradient sync; no optimizer), their order rotating from round to round:
 ``efficiency = (serial - overlap) / (serial - compute)`` per round (docs/rules.md,
 section 5). A round whose serial step was not slower than its compute step
 measured no communication to hide; such rounds are dropped and counted.
-When the communication itself (serial - compute) cannot be told from the
-compute step's noise (its 95% interval reaches 0, or its median is below the
-compute step's interquartile range), the efficiency is **not measurable
-here** and no figure is given. The **ideal** for the same schedule: bucket k is ready when k
+When there is no communication to hide, the efficiency is **not measurable
+here** and no figure is given: at one rank (nothing is communicated; a
+collective over one rank is a local copy at most), or when the
+communication itself (serial - compute) cannot be told from noise (its 95%
+interval reaches 0, or its median is below its own interquartile range or
+the compute step's). The **ideal** for the same schedule: bucket k is ready when k
 layers' backward is done (``c`` each: the compute step's backward over the
 depth) and the collectives (``a`` each: the serial step's communication over
 the depth) run one at a time; the last bucket's collective can never hide.
@@ -52,6 +54,7 @@ from ranks.recording import recording
 from reference.config import DDPConfig
 
 from .emulation import layer_stack
+from .measurable import lone_rank
 from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
 from .settings import Model
 from .stats import Figure
@@ -191,11 +194,16 @@ def measure(ctx, settings) -> list[dict]:
     return records
 
 
-def communication_check(compute: list[float], serial: list[float]) -> tuple[Figure, str | None]:
-    """The communication per round (serial - compute), and why it cannot be told from noise, if it cannot."""
+def communication_check(compute: list[float], serial: list[float], *, world_size: int
+                        ) -> tuple[Figure, str | None]:
+    """The communication per round (serial - compute), and why there is none to hide or it cannot be told from
+    noise, if so."""
     communication = Figure.of([s - c for c, s in zip(compute, serial)], "s", "lower")
     noise = Figure.of(compute, "s", "lower")
     interval = communication.interval
+    lone = lone_rank(world_size, "to hide")
+    if lone:
+        return communication, lone
     if communication.median <= 0:
         return communication, "the serial step was not slower than the compute step"
     if interval is not None and interval[0] <= 0:
@@ -204,6 +212,9 @@ def communication_check(compute: list[float], serial: list[float]) -> tuple[Figu
     if noise.n > 1 and communication.median < _iqr(noise):
         return communication, (f"serial - compute = {communication.median * 1e3:.3g} ms, below the compute step's "
                                f"own spread (IQR {_iqr(noise) * 1e3:.3g} ms)")
+    if communication.n > 1 and communication.median < _iqr(communication):
+        return communication, (f"serial - compute = {communication.median * 1e3:.3g} ms, below its own spread "
+                               f"(IQR {_iqr(communication) * 1e3:.3g} ms)")
     return communication, None
 
 
@@ -213,7 +224,7 @@ def _iqr(figure: Figure) -> float:
 
 def _record(ctx, mode, name, model: Model, collective_s, wait_s, times, layer_s: list[float], timeline) -> dict:
     compute, overlap, serial = (times[(name, v)] for v in VARIANTS)
-    communication, why = communication_check(compute, serial)
+    communication, why = communication_check(compute, serial, world_size=ctx.world_size)
     kept = [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c]
     per_layer = [(s - c) / model.depth for c, s in zip(compute, serial)]
     ideal = ideal_efficiency(model.depth, Figure.of(layer_s, "s", "lower").median,

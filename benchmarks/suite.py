@@ -47,7 +47,7 @@ def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
 
 
 def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequence[str] | None = None,
-                        progress: Progress = print) -> dict:
+                        progress: Progress = print, device: str = "auto") -> dict:
     """``{benchmark name: records}`` of the multi-rank benchmarks, plus ``nodes``: every node, by node rank.
 
     The ranks start even when no multi-rank benchmark is selected: every node
@@ -56,7 +56,7 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
     on_ranks = [b.name for b in selected(names) if b.on_ranks]
     results: dict = {}
     progress(f"benchmarks on {world_size} ranks: {', '.join(on_ranks) or 'none; describing the nodes'}")
-    per_rank = run_on_ranks(_on_every_rank, world_size, settings, on_ranks)
+    per_rank = run_on_ranks(_on_every_rank, world_size, settings, on_ranks, device=device)
     results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n["node_rank"])
     for benchmark in (b for b in BENCHMARKS if b.name in on_ranks):
         records = per_rank[0][benchmark.name]

@@ -8,11 +8,14 @@ where the work runs:
   work's future, which gloo completes when the data has arrived, as the
   recording group the implementation reduces over saw them (a reduce-scatter
   has no future on gloo: its end is unknown, null).
-- **NCCL** (CUDA): host-side times say nothing, since everything is queued
-  on streams and NCCL completes a work's future when it is enqueued. The
-  step runs under the profiler, and the spans are the device's own: each
-  emulated-compute kernel (``torch.cuda._sleep``'s ``spin_kernel``, one per
-  layer, in backward order) and each NCCL kernel, start to end.
+- **CUDA**: host-side times of the layers say nothing, since their work is
+  queued on a stream. The step runs under the profiler, and a layer's span
+  is its emulated-compute kernel's on the device (``torch.cuda._sleep``'s
+  ``spin_kernel``, one per layer, in backward order). A collective's span
+  is its NCCL kernel's under NCCL (whose work futures complete at enqueue);
+  under gloo over CUDA tensors, where no kernel reduces, it is gloo's own
+  profiler event (``gloo:all_reduce`` and the like), from launch to
+  completion, on the profiler's one clock.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import torch.distributed as dist
 
 COMPUTE_KERNEL = "spin_kernel"  # what torch.cuda._sleep launches
 COLLECTIVE_KERNEL_PREFIX = "nccl"
+HOST_COLLECTIVE_PREFIX = "gloo:"  # gloo's profiler events, one per collective, launch to completion
 
 
 class Kernel(NamedTuple):
@@ -33,11 +37,11 @@ class Kernel(NamedTuple):
 
 
 def spans_from_kernels(kernels: Iterable[Kernel], depth: int) -> dict:
-    """Layer and collective spans from the device's kernels of one step.
+    """Layer and collective spans from the profiled events of one step.
 
     The ``depth`` emulated-compute kernels run in backward order, the last
-    layer first; every NCCL kernel is one collective. Times become ms from
-    the first kernel's start.
+    layer first; every NCCL kernel, or gloo event, is one collective. Times
+    become ms from the first event's start.
     """
     kernels = sorted(kernels, key=lambda k: k.start_us)
     if not kernels:
@@ -51,14 +55,15 @@ def spans_from_kernels(kernels: Iterable[Kernel], depth: int) -> dict:
     layers = [{"layer": depth - 1 - i, "start_ms": ms(k.start_us), "end_ms": ms(k.end_us)}
               for i, k in enumerate(compute)]
     collectives = [{"collective": i, "start_ms": ms(k.start_us), "end_ms": ms(k.end_us)}
-                   for i, k in enumerate(k for k in kernels if k.name.lower().startswith(COLLECTIVE_KERNEL_PREFIX))]
+                   for i, k in enumerate(k for k in kernels if k.name.lower().startswith(COLLECTIVE_KERNEL_PREFIX)
+                                         or k.name.startswith(HOST_COLLECTIVE_PREFIX))]
     return {"layers": layers, "collectives": collectives,
             "backward_end_ms": max(span["end_ms"] for span in layers),
             "step_end_ms": max(ms(k.end_us) for k in kernels)}
 
 
 def profiled_step(steps) -> dict:
-    """One overlapped step under the CUDA profiler: spans from the device's kernels."""
+    """One overlapped step under the CUDA profiler: spans from the device's kernels (and gloo's events)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -68,7 +73,7 @@ def profiled_step(steps) -> dict:
         steps.overlap_step()
         steps.ctx.sync()
     kernels = [Kernel(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
-               if e.device_type == DeviceType.CUDA]
+               if e.device_type == DeviceType.CUDA or e.name.startswith(HOST_COLLECTIVE_PREFIX)]
     return spans_from_kernels(kernels, len(steps.net))
 
 

@@ -11,7 +11,11 @@ On nccl a collective that times out would otherwise make NCCL's watchdog
 abort the whole process; with blocking wait it raises ``DistBackendError``
 in the rank instead, which the harness reports as a broken group. Ranks that
 fall back to gloo on a machine with GPUs are kept off them (they see none),
-so an implementation under test cannot wander onto a device another rank uses.
+so an implementation under test cannot wander onto a device another rank uses,
+unless the run asked for CUDA (``device="cuda"``): then gloo carries CUDA
+tensors and the ranks share the node's GPUs, a setup of its own (``gloo`` on
+``cuda``) that reaches the CUDA paths at world sizes a node's GPUs cannot
+give NCCL.
 """
 
 from __future__ import annotations
@@ -34,16 +38,41 @@ class BackendMismatch(RuntimeError):
     """Ranks (typically on different nodes) chose different backends."""
 
 
-def pick_backend(local_world_size: int) -> str:
-    """nccl when this node has a GPU for each of its ranks, else gloo.
+def pick_backend(local_world_size: int, device: str = "auto") -> str:
+    """nccl when ``device`` allows CUDA and this node has a GPU for each of its ranks, else gloo (``DEVICES``).
 
     ``torch.cuda.device_count()`` asks NVML (honouring CUDA_VISIBLE_DEVICES)
     before CUDA is initialised, so choosing does not initialise CUDA and a
     gloo rank can still be kept off the GPUs.
     """
-    if dist.is_nccl_available() and torch.cuda.device_count() >= local_world_size:
+    gpus = torch.cuda.device_count() if device != "cpu" else 0
+    if device == "cuda" and gpus == 0:
+        raise ValueError("device: got cuda, but this node has no GPU that torch can see "
+                         f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); use cpu or auto")
+    if dist.is_nccl_available() and gpus >= local_world_size:
         return "nccl"
     return "gloo"
+
+
+def tensors_on(backend: str, device: str) -> str:
+    """``"cuda"`` or ``"cpu"``: where the ranks' tensors live under ``backend`` chosen for ``device``."""
+    return "cuda" if backend == "nccl" or device == "cuda" else "cpu"
+
+
+def tensors_of(backend: str | None) -> str:
+    """Where a backend keeps its tensors unless told otherwise: CUDA under NCCL, the CPU under gloo (also what
+    a run that did not record it had)."""
+    return "cuda" if backend == "nccl" else "cpu"
+
+
+def rank_device(backend: str, device: str, local_rank: int) -> torch.device:
+    """The device a rank computes on: its own GPU on nccl; under gloo with ``device="cuda"`` the GPUs taken in
+    turn by local rank (several ranks share one); the CPU otherwise."""
+    if backend == "nccl":
+        return torch.device("cuda", local_rank)
+    if device == "cuda":
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
 
 
 def keep_off_gpus(backend: str) -> None:
@@ -76,14 +105,14 @@ def join(settings: Settings, *, rank: int, local_rank: int, backend: str, store:
     _arrive_together(store, settings.world_size)
     agree_on_backend(store, rank, settings.world_size, backend)
     store.set_timeout(settings.pg_timedelta)
-    device_id = None
+    device = rank_device(backend, settings.device, local_rank)
+    device_id = device if backend == "nccl" else None  # bound, as torch recommends; gloo takes no device
     if backend == "nccl":
         os.environ.setdefault(BLOCKING_WAIT, "1")
-        torch.cuda.set_device(local_rank)
-        device = device_id = torch.device("cuda", local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     else:
         keep_off_gpus(backend)
-        device = torch.device("cpu")
     dist.init_process_group(backend, store=store, rank=rank, world_size=settings.world_size,
                             timeout=settings.pg_timedelta, device_id=device_id)
     control = new_group(backend="gloo", timeout=settings.pg_timedelta)

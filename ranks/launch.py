@@ -31,13 +31,14 @@ class RanksFailed(RuntimeError):
     """A function failed on one or more ranks; the message holds each failing rank's traceback."""
 
 
-def torchrun_context(pg_timeout: float = 300.0) -> RankContext:
+def torchrun_context(pg_timeout: float = 300.0, device: str = "auto") -> RankContext:
     """This process's rank under torchrun, joining the group on first use."""
     global _torchrun_ctx
     if _torchrun_ctx is None:
         world_size = int(os.environ["WORLD_SIZE"])
-        settings = Settings("torchrun", world_size, pg_timeout, 2 * pg_timeout, os.environ.get("DDPC_IMPL", ""))
-        backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+        settings = Settings("torchrun", world_size, pg_timeout, 2 * pg_timeout, os.environ.get("DDPC_IMPL", ""),
+                            device=device)
+        backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), device)
         rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
         _torchrun_ctx = join(settings, rank=rank, local_rank=local_rank, backend=backend,
                              store=torchrun_store(settings, rank))
@@ -52,7 +53,7 @@ def leave_torchrun() -> None:
 
 
 def run_on_ranks(fn: Callable[..., Any], world_size: int, *args: Any, timeout: float = 1800.0,
-                 pg_timeout: float = 300.0, threads: int | None = None) -> list[Any]:
+                 pg_timeout: float = 300.0, threads: int | None = None, device: str = "auto") -> list[Any]:
     """``fn(ctx, *args)`` on every rank; its return values by rank.
 
     ``timeout`` bounds the whole call on each spawned rank, ``pg_timeout`` each
@@ -60,14 +61,14 @@ def run_on_ranks(fn: Callable[..., Any], world_size: int, *args: Any, timeout: f
     (default: the cores shared out among the ranks).
     """
     if launched_by_torchrun():
-        ctx = torchrun_context(pg_timeout)
+        ctx = torchrun_context(pg_timeout, device)
         outcome = call_check(fn, ctx, args, {})
         everyone: list[Any] = [None] * ctx.world_size
         dist.all_gather_object(everyone, outcome, group=ctx.control_group)
         return _values(everyone)
     threads = threads or max(1, (os.cpu_count() or 1) // world_size)
-    settings = Settings("plain", world_size, pg_timeout, timeout, "", threads=threads)
-    pool = WorkerPool(settings, pick_backend(world_size))
+    settings = Settings("plain", world_size, pg_timeout, timeout, "", threads=threads, device=device)
+    pool = WorkerPool(settings, pick_backend(world_size, device))
     try:
         pool.start(frozenset())
         return _values(pool.run(Task(address_of(fn), args, {}, frozenset()), str(address_of(fn))))

@@ -9,6 +9,11 @@ from datetime import timedelta
 
 WORLD_SIZE_ENV = "DDPC_WORLD_SIZE"
 DEFAULT_WORLD_SIZE = 2
+DEVICE_ENV = "DDPC_DEVICE"
+DEVICES = ("auto", "cpu", "cuda")
+"""Where the ranks' tensors live. ``auto``: NCCL on CUDA where every rank of a node has a GPU of its own, gloo
+on the CPU otherwise; ``cpu``: gloo on the CPU, GPUs hidden; ``cuda``: NCCL where every rank has a GPU of its
+own, else gloo over CUDA tensors, the ranks sharing the GPUs (NCCL refuses two ranks on one GPU)."""
 TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
 
 
@@ -25,6 +30,12 @@ class Settings:
     """The ``--impl`` string, handed to every rank's ``RankContext``."""
     threads: int = 1
     """torch's intra-op threads per spawned rank (the suites' ranks use one; benchmarks may use more)."""
+    device: str = "auto"
+    """One of ``DEVICES``."""
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICES:
+            raise ValueError(f"device: got {self.device!r}, but should be one of {', '.join(DEVICES)}")
 
     @property
     def pg_timedelta(self) -> timedelta:

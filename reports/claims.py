@@ -106,6 +106,8 @@ def _bucketing(size_class: str) -> Callable[[dict], Measured]:
         if record is None:
             return Measured("", missing=f"no {size_class} model is benchmarked: a step of one would not fit the "
                                         "run's time on this machine")
+        if record["speedup"] is None:
+            return Measured("", missing=f"bucketing is not measurable here: {record['why_not_measurable']}")
         return Measured(f"{record['model']['params'] / 1e6:.1f}M params, per-param all-reduce step over bucketed",
                         figure_of(record, "speedup"))
     return measure

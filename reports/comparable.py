@@ -1,4 +1,5 @@
-"""Which runs may be compared: the same backend, world size, launch mode, node count, devices and smoke mode.
+"""Which runs may be compared: the same backend and tensor device, world size, launch mode, node count, devices
+and smoke mode.
 
 A figure measured on eight GPUs over NVLink says nothing about one measured
 on two CPU ranks over gloo, and a busbw that halves when a node loses its
@@ -10,14 +11,19 @@ and never gated against. The trend draws one series per setup.
 Runs written before the setup was recorded (schemas 1 and 2) have it derived
 from what they did record: the run's backend, world size, mode and smoke
 flag, and the devices of the nodes (GPU names, or the CPU model); their
-method is the one before it was recorded (``EARLIER_METHOD``).
+method is the one before it was recorded (``EARLIER_METHOD``). Where the
+tensors lived was recorded later still: a setup without it had them on CUDA
+under NCCL and on the CPU under gloo, the only pairs there were then (gloo
+over CUDA tensors, ranks sharing GPUs, is a setup of its own).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-SETUP_FIELDS = ("backend", "world_size", "mode", "nodes", "devices", "smoke", "method")
+from ranks.groups import tensors_of
+
+SETUP_FIELDS = ("backend", "tensors", "world_size", "mode", "nodes", "devices", "smoke", "method")
 METHOD = 3
 """How the benchmarks measure; raised whenever a figure is taken differently."""
 EARLIER_METHOD = 2  # every run written before the method was recorded (schemas 1 and 2)
@@ -36,6 +42,7 @@ def run_setup(run: dict, nodes: Sequence[dict]) -> dict:
     """The setup of a run from its ``run`` record and its nodes (what a new run writes)."""
     return {
         "backend": run.get("backend"),
+        "tensors": run.get("tensors") or tensors_of(run.get("backend")),
         "world_size": run.get("world_size"),
         "mode": run.get("mode"),
         "nodes": max(1, len(nodes)),
@@ -49,8 +56,9 @@ def setup_of(results: dict) -> dict:
     """A run's setup: recorded (schema 3 on), else derived from its run record and nodes."""
     run = results.get("run") or {}
     recorded = run.get("setup")
-    if isinstance(recorded, dict) and set(SETUP_FIELDS) <= set(recorded):
-        return {k: recorded[k] for k in SETUP_FIELDS}
+    if isinstance(recorded, dict) and set(SETUP_FIELDS) - {"tensors"} <= set(recorded):
+        return {**{k: recorded.get(k) for k in SETUP_FIELDS}, "tensors": recorded.get("tensors")
+                or tensors_of(recorded.get("backend"))}
     nodes = results.get("nodes") or []
     if not nodes and isinstance(results.get("hardware"), dict):  # schema 2: rank 0's host only
         hw = results["hardware"]
@@ -59,10 +67,14 @@ def setup_of(results: dict) -> dict:
 
 
 def setup_label(setup: dict) -> str:
-    """One line naming a setup, e.g. 'nccl, 8 ranks, torchrun, 1 node, 8 x NVIDIA H100'."""
+    """One line naming a setup, e.g. 'nccl, 8 ranks, torchrun, 1 node, 8 x NVIDIA H100'; a backend whose tensors
+    are not where it usually keeps them is named with them: 'gloo over cuda'."""
     nodes = setup["nodes"]
     method = f", method {setup['method']}" if setup["method"] != METHOD else ""
-    return (f"{setup['backend']}, {setup['world_size']} rank{'s' if setup['world_size'] != 1 else ''}, "
+    backend = setup["backend"]
+    if setup.get("tensors") and setup["tensors"] != tensors_of(backend):
+        backend = f"{backend} over {setup['tensors']}"
+    return (f"{backend}, {setup['world_size']} rank{'s' if setup['world_size'] != 1 else ''}, "
             f"{setup['mode']}, {nodes} node{'s' if nodes != 1 else ''}, {'; '.join(setup['devices'])}"
             f"{', smoke' if setup['smoke'] else ''}{method}")
 

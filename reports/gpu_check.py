@@ -13,16 +13,28 @@ was found:
    CUDA tensors (``--device cuda``);
 4. ``multigpu-wsN``: the multi-rank suite at every world size the node's GPUs
    allow on NCCL (1, and the GPU count when there are several);
-5. ``report-ws1``: the main job at world size 1 on NCCL (busbw sweep, the
+5. ``multigpu-wsN-gloo-cuda``: more ranks than GPUs, sharing them over gloo
+   with CUDA tensors (``--device cuda``), which NCCL refuses: the whole suite
+   at one rank more than the GPUs, the comparison with torch DDP at two more.
+   It reaches what world size 1 cannot: buffers, ``main_grad`` views,
+   asynchronous work, streams and the distributed optimizer on CUDA against
+   torch DDP on CUDA;
+6. ``report-ws1``: the main job at world size 1 on NCCL (busbw sweep, the
    emulated overlap with compute on the CUDA stream, step time, every
-   benchmark), written under ``DIR/runs``;
-6. ``report-all-gpus``: with several GPUs, the bus-bandwidth sweep and the
+   benchmark), written under ``DIR/runs``; figures with nothing to measure at
+   one rank (overlap, bucketing, busbw) are null with the reason;
+7. ``report-wsN-gloo-cuda``: the main job over gloo with CUDA tensors at one
+   rank more than the GPUs: overlap with stream-occupying compute and real
+   communication, a setup of its own in the runs directory;
+8. ``report-all-gpus``: with several GPUs, the bus-bandwidth sweep and the
    overlap again under torchrun, one rank per GPU.
 
 A step that fails or runs out of time is recorded and the next one runs. The
-whole check is sized to finish in about 10 minutes on one H100. It runs on
-any torch the node has (the project's tests pin 2.13; a GPU image may have
-another) and on Python 3.12.
+summary groups each step's failures by cause (``reports.failure_causes``):
+one line per exception and the place it was raised, with its count. The
+step limits add up to 10 minutes on a one-GPU node, one call of a lent
+machine. It runs on any torch the node has (the project's tests pin 2.13; a
+GPU image may have another) and on Python 3.12.
 """
 
 from __future__ import annotations
@@ -34,11 +46,14 @@ import platform
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from ranks.settings import outside_torchrun
+
+from .failure_causes import Cause, cause_of, causes_in_junit, causes_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONAL = ("asv", "megatron.core", "deepspeed", "pynvml", "hypothesis", "pytest_benchmark")
@@ -51,9 +66,12 @@ class Step:
     command: list[str]
     limit_s: float
     what: str
+    junit: Path | None = None
+    """Where a pytest step writes its JUnit XML, whose failures the summary groups by cause."""
     exit_code: int | None = None
     seconds: float = 0.0
     found: str = ""
+    causes: Counter[Cause] = field(default_factory=Counter)
     outputs: list[str] = field(default_factory=list)
 
 
@@ -62,24 +80,49 @@ def world_sizes(gpus: int) -> list[int]:
     return sorted({1, gpus}) if gpus > 0 else []
 
 
+def shared_world_sizes(gpus: int) -> list[int]:
+    """World sizes past the GPU count, whose ranks share the GPUs over gloo: one and two more than the GPUs."""
+    return [gpus + 1, gpus + 2] if gpus > 0 else []
+
+
+def _pytest(python: str, out: Path, name: str, limit_s: float, what: str, *args: str) -> Step:
+    """A step that runs pytest with ``args`` and keeps its JUnit XML as ``<name>.xml``."""
+    junit = out / f"{name}.xml"
+    return Step(name, [python, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
+                limit_s, what, junit=junit)
+
+
 def plan(out: Path, gpus: int, python: str = sys.executable) -> list[Step]:
     """The steps for a node with ``gpus`` GPUs, in order, each with its time limit (seconds)."""
     steps = [
-        Step("environment", [python, "-m", "reports.gpu_check", "--environment"], 60,
+        Step("environment", [python, "-m", "reports.gpu_check", "--environment"], 20,
              "Python, torch, CUDA, NCCL, GPUs, missing optional packages"),
-        Step("hardware", [python, "-m", "reports.hardware", "--json"], 60, "NVML: devices, links, P2P, topology"),
-        Step("layout", [python, "-m", "pytest", "suites/layout", "--device", "cuda", "-q", "-p", "no:cacheprovider",
-                        "--hypothesis-profile=ci", f"--junitxml={out / 'layout.xml'}"], 240,
-             "the layout suite, buffers and views on CUDA tensors"),
+        Step("hardware", [python, "-m", "reports.hardware", "--json"], 20, "NVML: devices, links, P2P, topology"),
+        _pytest(python, out, "layout", 70, "the layout suite, buffers and views on CUDA tensors",
+                "suites/layout", "--device", "cuda", "--hypothesis-profile=ci"),
     ]
     for ws in world_sizes(gpus):
-        steps.append(Step(f"multigpu-ws{ws}", [python, "-m", "pytest", "suites/multigpu", "--world-size", str(ws),
-                                               "-q", "-p", "no:cacheprovider", f"--junitxml={out / f'multigpu-ws{ws}.xml'}"],
-                          300, f"the multi-rank suite at world size {ws} (NCCL where every rank has a GPU)"))
+        steps.append(_pytest(python, out, f"multigpu-ws{ws}", 70 if ws == 1 else 150,
+                             f"the multi-rank suite at world size {ws} (NCCL, a GPU per rank)",
+                             "suites/multigpu", "--world-size", str(ws)))
+    whole, versus = shared_world_sizes(gpus) or [None, None]
+    if whole:
+        steps.append(_pytest(python, out, f"multigpu-ws{whole}-gloo-cuda", 150,
+                             f"the multi-rank suite at world size {whole}, ranks sharing the GPUs over gloo with "
+                             "CUDA tensors", "suites/multigpu", "--world-size", str(whole), "--device", "cuda"))
+        steps.append(_pytest(python, out, f"multigpu-ws{versus}-gloo-cuda", 50,
+                             f"the reference against torch DDP on CUDA at world size {versus}, over gloo",
+                             "suites/multigpu/test_vs_torch_ddp.py", "--world-size", str(versus), "--device", "cuda"))
     impls = [arg for impl in IMPLS for arg in ("--impl", impl)]
     steps.append(Step("report-ws1", [python, "-m", "reports", "--world-size", "1", "--no-suites", "--no-strength",
-                                     "--rounds", "10", *impls, "--out", str(out / "runs")], 300,
+                                     "--rounds", "10", *impls, "--out", str(out / "runs")], 100,
                       "the main job at world size 1 on NCCL: busbw sweep, overlap with stream compute, step time"))
+    if whole:
+        steps.append(Step(f"report-ws{whole}-gloo-cuda",
+                          [python, "-m", "reports", "--world-size", str(whole), "--device", "cuda", "--no-suites",
+                           "--no-strength", "--rounds", "10", *impls, "--out", str(out / "runs")], 120,
+                          f"the main job at world size {whole} over gloo with CUDA tensors: overlap with stream "
+                          "compute and real communication"))
     if gpus > 1:
         steps.append(Step("report-all-gpus", [python, "-m", "torch.distributed.run", "--standalone",
                                               f"--nproc-per-node={gpus}", "-m", "reports", "--no-suites",
@@ -124,6 +167,10 @@ def run_step(step: Step, out: Path) -> Step:
     log.write_text(text)
     step.outputs.append(log.name)
     step.found = findings(step, text, out)
+    if step.junit is not None and step.junit.exists():
+        step.causes = causes_in_junit(step.junit)
+    if step.exit_code != 0 and not step.causes:
+        step.causes = Counter({cause_of(text): 1})
     return step
 
 
@@ -163,10 +210,13 @@ def summary_markdown(steps: Sequence[Step], total_s: float) -> str:
     rows = [{"step": s.name, "what": s.what, "exit": s.exit_code, "seconds": f"{s.seconds:.0f}", "found": s.found}
             for s in steps]
     failed = [s.name for s in steps if s.exit_code != 0]
+    causes = [f"### {s.name}: {sum(s.causes.values())} failure(s), {len(s.causes)} cause(s)\n\n"
+              + causes_markdown(s.causes) for s in steps if s.causes]
     return (f"# GPU check\n\n{len(steps)} steps in {total_s:.0f} s; "
             + (f"**{len(failed)} did not pass: {', '.join(failed)}**" if failed else "**every step passed**")
             + ". Each step's output is in `<step>.log`; the report runs are under `runs/`.\n\n"
-            + table(rows, numparse=False) + "\n")
+            + table(rows, numparse=False) + "\n"
+            + ("\n## Failures by cause\n\n" + "\n\n".join(causes) + "\n" if causes else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

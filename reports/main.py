@@ -30,8 +30,9 @@ from benchmarks.settings import DEFAULT_IMPLS, BenchSettings
 from benchmarks.stats import UNSTABLE_MARK
 from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
 from ranks import launched_by_torchrun
-from ranks.groups import pick_backend
+from ranks.groups import pick_backend, tensors_on
 from ranks.launch import leave_torchrun
+from ranks.settings import DEVICE_ENV, DEVICES
 
 from . import compare, overhead, strength
 from .claims import claims_markdown
@@ -69,6 +70,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--world-size", type=int, default=2,
                         help="ranks the suites spawn, and the benchmarks' ranks when not under torchrun (default 2; "
                              "1 on a node with one GPU)")
+    parser.add_argument("--device", choices=DEVICES, default=os.environ.get(DEVICE_ENV, "auto"),
+                        help="where the ranks' tensors live: auto (NCCL on CUDA where every rank has a GPU of its "
+                             "own, else gloo on the CPU), cpu (gloo), or cuda (NCCL where every rank has a GPU, "
+                             "else gloo over CUDA tensors, ranks sharing the GPUs: a setup of its own); the suites "
+                             f"get the same (default: ${DEVICE_ENV} or auto)")
     parser.add_argument("--rounds", type=int, default=15, help="samples per overlap/step-time/harness figure")
     parser.add_argument("--busbw-max-bytes", type=int,
                         help="largest bucket of the bus-bandwidth sweep (default 16 MiB on gloo, 1 GiB on NCCL)")
@@ -100,7 +106,7 @@ def run_conformance(args) -> list[SuiteResult]:
     for suite in args.suite or DEFAULT_SUITES:
         for impl in args.impl or DEFAULT_IMPLS:
             progress(f"running {suite} against {impl} ({args.world_size} ranks)")
-            result = run_suite(suite, impl, args.pytest_arg, world_size=args.world_size)
+            result = run_suite(suite, impl, [f"--device={args.device}", *args.pytest_arg], world_size=args.world_size)
             progress(f"  {impl}: {result.passed} passed, {result.failed + result.errors} failed, "
                      f"{result.skipped} skipped in {result.seconds:.1f}s")
             results.append(result)
@@ -168,10 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     torchrun = launched_by_torchrun()
     rank = int(os.environ["RANK"]) if torchrun else 0
     world_size = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
-    backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), args.device)
     settings = bench_settings(args, backend)
     report = progress if rank == 0 else lambda _: None
-    bench = run_rank_benchmarks(settings, world_size, args.benchmark, report)
+    bench = run_rank_benchmarks(settings, world_size, args.benchmark, report, device=args.device)
     if torchrun:
         leave_torchrun()
     if rank != 0:
@@ -184,7 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         strength_rows = strength.strength_records(strength.measure_strength(progress))
     name = run_name()
     run = {"name": name, "host": platform.node() or "unknown", "mode": "torchrun" if torchrun else "plain",
-           "world_size": world_size, "backend": backend, "smoke": args.smoke}
+           "world_size": world_size, "backend": backend, "tensors": tensors_on(backend, args.device),
+           "smoke": args.smoke}
     run["setup"] = run_setup(run, bench["nodes"])
     results = {
         "schema": SCHEMA,

@@ -14,8 +14,9 @@ from .main import SCHEMA
 
 RUN_FIELDS = {
     "schema": f"{SCHEMA}; runs of schema 1 (one value per metric, no samples) still compare and trend",
-    "run": "name (UTC start time), host, mode (plain or torchrun), world_size, backend, smoke, and setup: what "
-           "a comparison must share (backend, world_size, mode, nodes, devices, smoke, method; "
+    "run": "name (UTC start time), host, mode (plain or torchrun), world_size, backend, tensors (cuda or cpu: "
+           "where the ranks' tensors lived; gloo over cuda is a setup of its own), smoke, and setup: what a "
+           "comparison must share (backend, tensors, world_size, mode, nodes, devices, smoke, method; "
            "reports/comparable.py)",
     "settings": "what the benchmarks measured: rounds, warm-up, bus-bandwidth sizes, models, implementations",
     "nodes": "every node the benchmarks ran on, by node rank, described by its first rank while they ran: "

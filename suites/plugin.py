@@ -26,6 +26,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
+from ranks.settings import DEVICE_ENV, DEVICES
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig
 
@@ -35,7 +36,6 @@ from .impls.protocol import CAPABILITIES, knobs_used, undeclared_knobs
 
 IMPL_ENV = "DDPC_IMPL"
 PROFILE_ENV = "DDPC_HYPOTHESIS_PROFILE"
-DEVICE_ENV = "DDPC_DEVICE"
 
 settings.register_profile(
     "ci",
@@ -68,8 +68,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--device",
-        default=os.environ.get(DEVICE_ENV, "cpu"),
-        help=f"where the buffer-level checks allocate: cpu or cuda (default: ${DEVICE_ENV} or cpu)",
+        default=os.environ.get(DEVICE_ENV, "auto"),
+        choices=DEVICES,
+        help=f"where tensors live: the buffer-level checks allocate on cuda or the cpu (auto: cpu); the "
+        f"multi-rank suite's ranks run NCCL on CUDA where each has a GPU (auto, cuda), gloo over CUDA tensors "
+        f"where ranks share GPUs (cuda), gloo on the CPU otherwise (auto, cpu) (default: ${DEVICE_ENV} or auto)",
     )
     group.addoption(
         "--only",
@@ -97,14 +100,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _device(name: str) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise pytest.UsageError(f"--device: got {name!r}, but should be cpu or cuda") from None
-    if device.type not in ("cpu", "cuda") or (device.type == "cuda" and not torch.cuda.is_available()):
-        raise pytest.UsageError(f"--device: got {name!r}, but should be cpu, or cuda on a machine with a GPU "
+    """Where the buffer-level checks allocate."""
+    if name == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError(f"--device: got {name!r}, but should be cpu or auto on a machine without a GPU "
                                 f"(CUDA available here: {torch.cuda.is_available()})")
-    return device
+    return torch.device("cuda" if name == "cuda" else "cpu")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

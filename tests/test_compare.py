@@ -153,7 +153,7 @@ def test_previous_comparable_skips_tmp_latest_other_setups_and_broken_runs(tmp_p
     found, passed = previous_comparable(tmp_path, "20261124T000000Z", mine)
     assert found == tmp_path / "20261123T010000Z", (found, passed)
     assert passed[0].startswith("20261123T030000Z: cannot be read"), passed
-    assert passed[1].startswith("20261123T020000Z: another setup (backend nccl -> gloo; world_size 8 -> 2; "
+    assert passed[1].startswith("20261123T020000Z: another setup (backend nccl -> gloo; tensors cuda -> cpu; world_size 8 -> 2; "
                                 "mode torchrun -> plain)"), passed
 
 

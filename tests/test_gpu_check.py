@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reports.gpu_check import Step, plan, summary_markdown, world_sizes
+from collections import Counter
+
+from reports.failure_causes import Cause, cause_of, causes_in_junit
+from reports.gpu_check import Step, plan, shared_world_sizes, summary_markdown, world_sizes
 
 from .pytest_run import ROOT
 
@@ -16,13 +19,17 @@ def names(steps) -> list[str]:
 
 def test_the_steps_follow_the_gpus_the_node_has():
     assert world_sizes(0) == [] and world_sizes(1) == [1] and world_sizes(8) == [1, 8]
+    assert shared_world_sizes(0) == [] and shared_world_sizes(1) == [2, 3] and shared_world_sizes(8) == [9, 10]
     one = plan(Path("/out"), 1)
-    assert names(one) == ["environment", "hardware", "layout", "multigpu-ws1", "report-ws1"]
+    assert names(one) == ["environment", "hardware", "layout", "multigpu-ws1", "multigpu-ws2-gloo-cuda",
+                          "multigpu-ws3-gloo-cuda", "report-ws1", "report-ws2-gloo-cuda"]
     assert "--device" in one[2].command and "cuda" in one[2].command, "buffers on CUDA tensors"
+    for step in (one[4], one[5], one[7]):
+        assert step.command[step.command.index("--device") + 1] == "cuda", f"{step.name}: ranks on CUDA tensors"
     eight = plan(Path("/out"), 8)
-    assert names(eight)[-3:] == ["multigpu-ws8", "report-ws1", "report-all-gpus"]
+    assert names(eight)[-3:] == ["report-ws1", "report-ws9-gloo-cuda", "report-all-gpus"]
     assert "--nproc-per-node=8" in eight[-1].command
-    assert sum(s.limit_s for s in one) <= 20 * 60, "each step is bounded"
+    assert sum(s.limit_s for s in one) <= 10 * 60, "a one-GPU node's check fits one 10-minute call"
 
 
 def test_environment_and_hardware_run_anywhere_and_are_summarized(tmp_path):
@@ -47,3 +54,46 @@ def test_a_failed_or_stopped_step_is_named_in_the_summary():
              Step("report-ws1", ["x"], 1, "report", exit_code=124, seconds=1, found="stopped")]
     text = summary_markdown(steps, 4)
     assert "**1 did not pass: report-ws1**" in text and "154 passed" in text
+
+
+# What pytest wrote for a check that failed on the ranks on a GPU node (shortened), and an assertion failure.
+RANK_FAILURE = """suites.multigpu.test_communication.check_each_element failed on rank 0 of world size 1
+---------- rank 0 ----------
+Traceback (most recent call last):
+  File "/w/ranks/recording.py", line 246, in _made_over
+    made = dist.new_group(ranks, backend=BACKEND, use_local_synchronization=True)
+  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 2251, in _new_process_group_helper
+    if device_id and pg._get_backend(device_id).supports_splitting:
+RuntimeError: No backend type associated with device type cuda"""
+ASSERTION = """suites/layout/test_order.py:30: in test_reverse_order
+    assert got == want, f"got {got}, but should be {want}"
+E   AssertionError: got [1, 0], but should be [0, 1]"""
+
+
+def _junit(path: Path, failures: list[str]) -> Path:
+    cases = "".join(f'<testcase classname="c" name="t{i}"><failure message="m">{text}</failure></testcase>'
+                    for i, text in enumerate(failures))
+    path.write_text(f'<testsuites><testsuite name="pytest">{cases}<testcase classname="c" name="ok"/>'
+                    "</testsuite></testsuites>")
+    return path
+
+
+def test_failures_from_one_exception_read_as_one_cause_with_its_count(tmp_path):
+    from xml.sax.saxutils import escape
+
+    counts = causes_in_junit(_junit(tmp_path / "x.xml", [escape(RANK_FAILURE)] * 174 + [escape(ASSERTION)]))
+    backend = Cause("RuntimeError: No backend type associated with device type cuda",
+                    "torch/distributed/distributed_c10d.py:2251 in _new_process_group_helper")
+    assert counts == Counter({backend: 174, Cause("AssertionError: got [1, 0], but should be [0, 1]",
+                                                  "suites/layout/test_order.py:30"): 1}), counts
+    step = Step("multigpu-ws1", ["x"], 1, "suite", exit_code=1, found="174 failed", causes=counts)
+    text = summary_markdown([step], 1)
+    assert ("- 174 x `RuntimeError: No backend type associated with device type cuda` (raised at "
+            "`torch/distributed/distributed_c10d.py:2251 in _new_process_group_helper`)") in text, text
+    assert text.count("No backend type") == 1, "one line for the 174, not 174 lines"
+
+
+def test_a_crash_outside_pytest_is_its_last_exception():
+    log = "[report] benchmarks on 1 ranks\n" + RANK_FAILURE.split("---------- rank 0 ----------\n")[1]
+    assert cause_of(log).exception == "RuntimeError: No backend type associated with device type cuda"
+    assert cause_of("no traceback at all\n").exception == "no traceback at all"

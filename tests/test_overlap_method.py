@@ -17,7 +17,7 @@ def test_ideal_hides_every_collective_but_the_last():
 
 def test_communication_that_stands_out_is_measurable():
     serial = [c + 0.020 + 0.001 * (i % 3) for i, c in enumerate(COMPUTE)]
-    communication, why = communication_check(COMPUTE, serial)
+    communication, why = communication_check(COMPUTE, serial, world_size=2)
     assert why is None and communication.median == pytest.approx(0.021, abs=1e-3)
 
 
@@ -27,8 +27,23 @@ def test_communication_that_stands_out_is_measurable():
     ([0.0015, 0.0012, 0.0011, 0.0014, 0.0013, 0.0016, 0.0012, 0.0011], "below the compute step's own spread"),
 ])
 def test_communication_within_the_noise_is_not_measurable_and_says_why(extra, words):
-    _, why = communication_check(COMPUTE, [c + e for c, e in zip(COMPUTE, extra)])
+    _, why = communication_check(COMPUTE, [c + e for c, e in zip(COMPUTE, extra)], world_size=2)
     assert why is not None and words in why, why
+
+
+def test_communication_within_its_own_spread_is_not_measurable():
+    # Each serial step adds 1-9 ms (median 5 ms) to a compute step held still: the IQR (5 ms) passes the median.
+    flat = [0.100] * 8
+    extra = [0.001, 0.009, 0.002, 0.008, 0.0025, 0.0075, 0.005, 0.005]
+    _, why = communication_check(flat, [c + e for c, e in zip(flat, extra)], world_size=2)
+    assert why is not None and "below its own spread" in why, why
+
+
+def test_one_rank_has_nothing_to_hide_whatever_the_times_say():
+    # The same clear 21 ms as the measurable case above, but over one rank: a collective there moves nothing.
+    serial = [c + 0.020 + 0.001 * (i % 3) for i, c in enumerate(COMPUTE)]
+    _, why = communication_check(COMPUTE, serial, world_size=1)
+    assert why is not None and why.startswith("one rank: nothing is communicated"), why
 
 
 def test_device_kernels_become_layer_and_collective_spans():
@@ -42,6 +57,16 @@ def test_device_kernels_become_layer_and_collective_spans():
     assert spans["layers"][0] == {"layer": 2, "start_ms": 0.5, "end_ms": 1.5}
     assert [(s["start_ms"], s["end_ms"]) for s in spans["collectives"]] == [(1.51, 2.1), (2.51, 3.0), (3.51, 4.2)]
     assert (spans["backward_end_ms"], spans["step_end_ms"]) == (3.5, 4.2)
+
+
+def test_gloo_events_are_the_collectives_of_a_step_over_cuda_tensors():
+    # gloo over CUDA tensors: no kernel reduces; gloo's own profiler events span each collective.
+    kernels = [Kernel("spin_kernel", 1000, 2000), Kernel("gloo:all_reduce", 2050, 2900),
+               Kernel("spin_kernel", 2005, 3000), Kernel("gloo:all_reduce", 3050, 3600),
+               Kernel("aten::copy_", 2020, 2040)]
+    spans = spans_from_kernels(kernels, depth=2)
+    assert [(s["start_ms"], s["end_ms"]) for s in spans["collectives"]] == [(1.05, 1.9), (2.05, 2.6)], spans
+    assert spans["step_end_ms"] == 2.6, spans
 
 
 def test_a_profile_without_one_compute_kernel_per_layer_is_refused():

@@ -48,7 +48,7 @@ class PlainLauncher:
         self.settings = settings
 
     def backend(self, world_size: int) -> str:
-        return pick_backend(world_size)
+        return pick_backend(world_size, self.settings.device)
 
     def on_collected(self, nodeids: list[str]) -> None:
         pass  # the parent is the only process that collects

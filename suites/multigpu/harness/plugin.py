@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from ranks.groups import tensors_of, tensors_on
 from ranks.settings import Settings
 
 from .fixture import Launcher, Ranks
@@ -57,10 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     settings, launcher = config.stash[_SETTINGS], config.stash[_LAUNCHER]
+    backend = launcher.backend(settings.world_size)
+    tensors = tensors_on(backend, settings.device)
     lines = [
         (
-            f"multigpu: {settings.mode} mode, world size {settings.world_size}, "
-            f"backend {launcher.backend(settings.world_size)}"
+            f"multigpu: {settings.mode} mode, world size {settings.world_size}, backend {backend}"
+            + (f" over {tensors} tensors (ranks share the GPUs)" if tensors != tensors_of(backend) else "")
         ),
         (
             f"  timeouts: collectives {settings.pg_timeout:g} s (--pg-timeout), "

@@ -60,7 +60,8 @@ def settings_from(config: pytest.Config, environ: Mapping[str, str] = os.environ
             )
     else:
         mode, world_size = "plain", _plain_world_size(requested, environ)
-    return Settings(mode, world_size, pg_timeout, rank_timeout, config.getoption("impl", "reference"))
+    return Settings(mode, world_size, pg_timeout, rank_timeout, config.getoption("impl", "reference"),
+                    device=config.getoption("device", "auto"))
 
 
 def _plain_world_size(requested: int | None, environ: Mapping[str, str]) -> int:

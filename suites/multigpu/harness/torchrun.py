@@ -35,7 +35,7 @@ class TorchrunLauncher:
         self.settings = settings
         self.rank = int(environ["RANK"])
         self.local_rank = int(environ["LOCAL_RANK"])
-        self._backend = pick_backend(int(environ.get("LOCAL_WORLD_SIZE", settings.world_size)))
+        self._backend = pick_backend(int(environ.get("LOCAL_WORLD_SIZE", settings.world_size)), settings.device)
         self._ctx: RankContext | None = None
         self._agreement: dist.ProcessGroup | None = None
         self._broken: str | None = None
