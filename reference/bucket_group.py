@@ -15,7 +15,10 @@ left and waits. What it launches (docs/rules.md, sections 2 and 6):
 
 A group of one rank has nothing to exchange: its grads are scaled and no
 collective is issued (an AVG over one rank is the identity, and NCCL before
-2.29.7 leaves trailing elements of one unwritten, NVIDIA/nccl#1950).
+2.29.7 leaves trailing elements of one unwritten, NVIDIA/nccl#1950). gloo
+coalesces all-reduces of CPU tensors only (``allreduce_coalesced`` refuses
+CUDA tensors: "Invalid backend"), so over gloo with CUDA tensors each
+bucket's collective is launched on its own and the group waits for all.
 """
 
 from __future__ import annotations
@@ -32,6 +35,22 @@ from .groups import ReduceGroups
 
 class GradSyncError(RuntimeError):
     """A gradient synchronization problem, reported the same way on every rank."""
+
+
+def coalesces(group: dist.ProcessGroup, device: torch.device) -> bool:
+    """Whether ``group`` can launch several collectives on ``device`` tensors as one: not gloo on CUDA."""
+    return not (device.type == "cuda" and dist.get_backend(group) == "gloo")
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Several asynchronous collectives waited for as one."""
+
+    works: list
+
+    def wait(self) -> None:
+        for work in self.works:
+            work.wait()
 
 
 @dataclass(frozen=True)
@@ -130,11 +149,14 @@ class BucketGroup:
                     self._shard(m), op=self.op, group=self.groups.across, async_op=True))]
 
     def _each(self, group: dist.ProcessGroup, launch):
-        """``launch(member)`` for every member, coalesced when there are several; None over one rank."""
+        """``launch(member)`` for every member, coalesced when there are several and the group can coalesce
+        them; one handle to wait on, None over one rank."""
         if group.size() == 1:
             return None
         if len(self.members) == 1:  # nothing to coalesce: skip the manager's launch cost
             return launch(self.members[0])
+        if not coalesces(group, self.members[0].bucket.grad_data.device):
+            return AllOf([launch(m) for m in self.members])
         with dist._coalescing_manager(group=group, async_ops=True) as manager:
             for m in self.members:
                 launch(m)

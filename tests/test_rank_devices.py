@@ -77,3 +77,11 @@ def test_a_run_that_did_not_record_its_tensors_had_them_where_its_backend_keeps_
     del older["run"]["setup"]["tensors"]
     assert why_not_comparable(older, _results("gloo", "cpu")) is None, "gloo then meant the CPU"
     assert why_not_comparable(older, _results("gloo", "cuda")) == "tensors cpu -> cuda"
+
+
+def test_gloo_launches_the_buckets_of_a_group_one_by_one_on_cuda_tensors(group):
+    """gloo's allreduce_coalesced refuses CUDA tensors; on the CPU it coalesces."""
+    from reference.bucket_group import coalesces
+
+    assert coalesces(group, torch.device("cpu")), "gloo coalesces CPU tensors"
+    assert not coalesces(group, torch.device("cuda", 0)), "gloo cannot coalesce CUDA tensors"

@@ -23,8 +23,7 @@ def check_rank_and_backend(ctx: RankContext) -> tuple[int, int, str, str]:
 
 def test_run_returns_each_ranks_value_in_rank_order(ranks):
     got = ranks.run(check_rank_and_backend)
-    device = "cuda" if ranks.backend == "nccl" else "cpu"
-    expected = [(rank, ranks.world_size, ranks.backend, device) for rank in range(ranks.world_size)]
+    expected = [(rank, ranks.world_size, ranks.backend, ranks.tensors) for rank in range(ranks.world_size)]
     assert got == expected, f"got {got}, but should be {expected}"
 
 

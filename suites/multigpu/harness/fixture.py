@@ -15,11 +15,14 @@ from typing import Any, Protocol
 
 from ranks.address import Address, address_of, resolve
 from ranks.context import RankContext
+from ranks.groups import tensors_on
+from ranks.settings import Settings
 from ranks.outcome import Outcome, settle
 
 
 class Launcher(Protocol):
     mode: str
+    settings: Settings
 
     def backend(self, world_size: int) -> str: ...
 
@@ -38,6 +41,8 @@ class Ranks:
         self.world_size = world_size
         self.mode = launcher.mode
         self.backend = launcher.backend(world_size)
+        self.tensors = tensors_on(self.backend, launcher.settings.device)
+        """Where the ranks' tensors live: ``"cuda"`` or ``"cpu"``."""
 
     def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> list[Any]:
         """Call ``fn(ctx, *args, **kwargs)`` on every rank; the test passes only if every rank passes.
