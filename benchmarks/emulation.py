@@ -2,7 +2,8 @@
 
 On CPU the layer's backward sleeps (the core is free for gloo's threads); on
 CUDA it occupies the current stream with ``torch.cuda._sleep``, a kernel that
-spins for a number of clock cycles and uses almost no SMs, so NCCL's kernels
+spins for a number of clock cycles and uses almost no SMs (read through
+``compat.private_torch``, with its fallback), so NCCL's kernels
 on their own stream can overlap it exactly as they would overlap real
 compute. The cycles per second are measured once per device.
 """
@@ -13,19 +14,21 @@ import time
 
 import torch
 
+from compat.private_torch import cuda_spin
+
 _CYCLES_PER_SECOND: dict[int, float] = {}
 CALIBRATION_CYCLES = 50_000_000
 
 
 def cuda_cycles_per_second(device: torch.device) -> float:
-    """How many ``torch.cuda._sleep`` cycles make a second on ``device``, timed with CUDA events."""
+    """How many spin cycles make a second on ``device``, timed with CUDA events."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _CYCLES_PER_SECOND:
         with torch.cuda.device(index):
-            torch.cuda._sleep(CALIBRATION_CYCLES // 10)  # warm-up: first launch costs
+            cuda_spin()(CALIBRATION_CYCLES // 10)  # warm-up: first launch costs
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            torch.cuda._sleep(CALIBRATION_CYCLES)
+            cuda_spin()(CALIBRATION_CYCLES)
             end.record()
             end.synchronize()
             _CYCLES_PER_SECOND[index] = CALIBRATION_CYCLES / (start.elapsed_time(end) / 1e3)
@@ -35,7 +38,7 @@ def cuda_cycles_per_second(device: torch.device) -> float:
 def busy_for(seconds: float, device: torch.device) -> None:
     """Take ``seconds``: a spinning kernel on the current CUDA stream, or a sleep on CPU."""
     if device.type == "cuda":
-        torch.cuda._sleep(max(1, int(seconds * cuda_cycles_per_second(device))))
+        cuda_spin()(max(1, int(seconds * cuda_cycles_per_second(device))))
     else:
         time.sleep(seconds)
 

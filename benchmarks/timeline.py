@@ -25,6 +25,8 @@ from typing import Iterable, NamedTuple
 
 import torch.distributed as dist
 
+from compat.private_torch import cuda_spin_is_one_kernel
+
 COMPUTE_KERNEL = "spin_kernel"  # what torch.cuda._sleep launches
 COLLECTIVE_KERNEL_PREFIX = "nccl"
 HOST_COLLECTIVE_PREFIX = "gloo:"  # gloo's profiler events, one per collective, launch to completion
@@ -62,11 +64,14 @@ def spans_from_kernels(kernels: Iterable[Kernel], depth: int) -> dict:
             "step_end_ms": max(ms(k.end_us) for k in kernels)}
 
 
-def profiled_step(steps) -> dict:
-    """One overlapped step under the CUDA profiler: spans from the device's kernels (and gloo's events)."""
+def profiled_step(steps) -> dict | None:
+    """One overlapped step under the CUDA profiler: spans from the device's kernels (and gloo's events); None
+    where the emulated compute is not one kernel per layer (``compat.private_torch.cuda_spin``'s fallback)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
+    if not cuda_spin_is_one_kernel():
+        return None
     steps.ctx.sync()
     dist.barrier(group=steps.ctx.group)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

@@ -30,8 +30,8 @@ from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
-from torch.distributed import distributed_c10d as c10d
 
+from compat.private_torch import forward_coalescing, register_backend_once, show_backend_behind
 from reference.process_groups import new_group
 
 BACKEND = "ddpc_recording"
@@ -173,10 +173,10 @@ class RecordingGroup(dist.ProcessGroup):
         return self.inner.bound_device_id
 
     def _start_coalescing(self, device):
-        return self.inner._start_coalescing(device)
+        return forward_coalescing(self.inner, "start", device)
 
     def _end_coalescing(self, device):
-        return self.inner._end_coalescing(device)
+        return forward_coalescing(self.inner, "end", device)
 
     def clear(self) -> None:
         """Forget what was recorded."""
@@ -224,8 +224,7 @@ def _create(store, rank: int, size: int, timeout) -> RecordingGroup:
 
 def _register() -> None:
     with _registration:
-        if BACKEND.upper() not in dist.Backend._plugins:
-            dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
+        register_backend_once(BACKEND, _create, ["cpu", "cuda"])
 
 
 def forget_recorders() -> None:
@@ -251,18 +250,8 @@ def _made_over(group: dist.ProcessGroup) -> RecordingGroup:
     if not isinstance(made, RecordingGroup):
         raise RuntimeError(f"recording: got a {type(made).__name__} from new_group, but should be a RecordingGroup "
                            "(this torch does not return a Python process group from a backend's creator)")
-    _look_like(made, group)
+    # torch sees the real backend behind the recorder: get_backend names it (gloo, nccl), and C++ that asks the
+    # group for its backend object (torch DDP's logger) gets it, so an implementation takes the path it would
+    # take without the recorder. Collectives still go through the recorder's methods.
+    show_backend_behind(made, group)
     return made
-
-
-def _look_like(recorder: RecordingGroup, inner: dist.ProcessGroup) -> None:
-    """Make torch see the real backend behind the recorder: ``get_backend`` names it (gloo, nccl), and C++ that
-    asks the group for its backend object (torch DDP's logger) gets it, so an implementation takes the code
-    path it would take without the recorder. Collectives still go through the recorder's methods."""
-    world = c10d._world
-    if recorder in world.pg_map and inner in world.pg_map:
-        world.pg_map[recorder] = (world.pg_map[inner][0], world.pg_map[recorder][1])
-    for device in inner._device_types:
-        backend = inner._get_backend(device)
-        kind = getattr(dist.ProcessGroup.BackendType, backend.name().upper(), dist.ProcessGroup.BackendType.CUSTOM)
-        recorder._register_backend(device, kind, backend)

@@ -17,8 +17,9 @@ A group of one rank has nothing to exchange: its grads are scaled and no
 collective is issued (an AVG over one rank is the identity, and NCCL before
 2.29.7 leaves trailing elements of one unwritten, NVIDIA/nccl#1950). gloo
 coalesces all-reduces of CPU tensors only (``allreduce_coalesced`` refuses
-CUDA tensors: "Invalid backend"), so over gloo with CUDA tensors each
-bucket's collective is launched on its own and the group waits for all.
+CUDA tensors: "Invalid backend"), so over gloo with CUDA tensors, or on a
+torch without its coalescing manager, each bucket's collective is launched
+on its own and the group waits for all.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from compat import private_torch
 
 from .buffer import Bucket, ParamAndGradBuffer
 from .collectives import reduce_scatter
@@ -38,7 +41,10 @@ class GradSyncError(RuntimeError):
 
 
 def coalesces(group: dist.ProcessGroup, device: torch.device) -> bool:
-    """Whether ``group`` can launch several collectives on ``device`` tensors as one: not gloo on CUDA."""
+    """Whether ``group`` can launch several collectives on ``device`` tensors as one: not gloo on CUDA, and not
+    where torch has no coalescing manager."""
+    if private_torch.coalescing_manager() is None:
+        return False
     return not (device.type == "cuda" and dist.get_backend(group) == "gloo")
 
 
@@ -157,7 +163,7 @@ class BucketGroup:
             return launch(self.members[0])
         if not coalesces(group, self.members[0].bucket.grad_data.device):
             return AllOf([launch(m) for m in self.members])
-        with dist._coalescing_manager(group=group, async_ops=True) as manager:
+        with private_torch.coalescing_manager()(group=group, async_ops=True) as manager:
             for m in self.members:
                 launch(m)
         return manager

@@ -55,18 +55,25 @@ def test_recorder_is_made_and_records_over_a_bound_default_group(ranks):
 
 
 def check_subgroups_over_bound_group(ctx) -> list[float]:
-    """A group of rank 0 alone made by every rank (gloo), then one of this rank alone made by it alone."""
+    """A group of rank 0 alone made by every rank (gloo), then one of this rank alone made by it alone; both
+    destroyed after, so the ranks, which serve later checks, keep the same groups (a group made by one rank
+    alone that outlives the check gives that rank's later groups other names, and its peers wait forever)."""
     with bound_to(PRETEND):
         first = new_group([0], backend="gloo", timeout=ctx.timeout)
         alone = new_group([ctx.rank], use_local_synchronization=True, timeout=ctx.timeout)
     sums = []
-    for group in (first, alone):
-        if group is dist.GroupMember.NON_GROUP_MEMBER:
-            sums.append(-1.0)
-            continue
-        t = torch.full((2,), float(ctx.rank + 1))
-        dist.all_reduce(t, group=group)
-        sums.append(float(t[0]))
+    try:
+        for group in (first, alone):
+            if group is dist.GroupMember.NON_GROUP_MEMBER:
+                sums.append(-1.0)
+                continue
+            t = torch.full((2,), float(ctx.rank + 1))
+            dist.all_reduce(t, group=group)
+            sums.append(float(t[0]))
+    finally:
+        for group in (first, alone):
+            if group is not dist.GroupMember.NON_GROUP_MEMBER:
+                dist.destroy_process_group(group)
     return sums
 
 

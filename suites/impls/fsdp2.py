@@ -145,11 +145,11 @@ class FSDP2Implementation:
 
     version = torch.__version__
     capabilities = frozenset({"ddp", "optimizer"})
-    unavailable = None
     expectations = "fsdp2"  # FSDP2's own behaviour, whatever applies the units
 
-    def __init__(self, name: str = "fsdp2", apply=fully_shard, unsupported: dict = UNSUPPORTED) -> None:
-        self.name, self.apply, self._unsupported = name, apply, unsupported
+    def __init__(self, name: str = "fsdp2", apply=fully_shard, unsupported: dict = UNSUPPORTED,
+                 unavailable: str | None = None) -> None:
+        self.name, self.apply, self._unsupported, self.unavailable = name, apply, unsupported, unavailable
 
     def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
         for knob, (used, why) in self._unsupported.items():

@@ -1,7 +1,8 @@
 """Adapter for torch's composable ``replicate`` built on FSDP2 (``--impl replicate``).
 
-``torch.distributed._composable.replicate_with_fsdp.replicate`` (torch 2.13)
-is data parallelism on FSDP2's machinery: every param becomes a DTensor
+``torch.distributed._composable.replicate_with_fsdp.replicate`` (torch 2.11
+through 2.15; read through ``compat.private_torch``: on a torch without it
+the implementation is unavailable, with the reason) is data parallelism on FSDP2's machinery: every param becomes a DTensor
 *replicated* over the mesh, and each unit's grads are all-reduced (AVG by
 default) right after its backward. Its units are ``FSDPModule``s with FSDP2's
 controls (``set_requires_gradient_sync``, ``set_force_sum_reduction_for_comms``,
@@ -14,11 +15,12 @@ the ``ddp`` and ``optimizer`` levels. Reduced grads are whole on every rank
 
 from __future__ import annotations
 
-from torch.distributed._composable.replicate_with_fsdp import replicate
+from compat.private_torch import replicate
 
 from .fsdp2 import FSDP2Implementation, unsupported_knobs
 
 UNSUPPORTED = unsupported_knobs("replicate", "keeps every param whole on every rank, unpadded",
                                 "all-reduces a unit's grads right after its backward")
 
-implementation = FSDP2Implementation("replicate", replicate, UNSUPPORTED)
+apply, missing = replicate()
+implementation = FSDP2Implementation("replicate", apply, UNSUPPORTED, unavailable=missing)

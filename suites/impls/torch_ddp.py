@@ -1,8 +1,9 @@
 """Adapter for torch's own ``torch.nn.parallel.DistributedDataParallel`` (``--impl torch``).
 
 Layout level: torch's bucket assignment, computed by torch's own
-``torch.distributed._compute_bucket_assignment_by_size`` and turned into one
-``LayoutRecord`` per dtype. Which assignment: torch 2.13 DDP (default
+``torch.distributed._compute_bucket_assignment_by_size`` (read through
+``compat.private_torch``: on a torch without it the adapter drops this level)
+and turned into one ``LayoutRecord`` per dtype. Which assignment: torch 2.13 DDP (default
 ``find_unused_parameters=False``) reduces iteration 0 in **one bucket per
 dtype** (construction passes the limit ``[sys.maxsize]``), then, before the
 second forward, rebuilds its buckets from the order in which grads became
@@ -46,9 +47,8 @@ from __future__ import annotations
 import sys
 
 import torch
-import torch.distributed as dist
-from torch.nn.parallel import distributed as torch_ddp
 
+from compat import private_torch
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig, LayoutRecord
 
@@ -57,8 +57,8 @@ from .protocol import NamedParams
 
 MIB = 2**20
 UNBOUNDED = sys.maxsize  # bytes: what torch itself passes for "one bucket"
-DEFAULT_CAP_BYTES = torch_ddp._DEFAULT_BUCKET_CAP_MB * MIB
-FIRST_BUCKET_BYTES = dist._DEFAULT_FIRST_BUCKET_BYTES
+DEFAULT_CAP_BYTES = int(private_torch.ddp_default_bucket_cap_mb() * MIB)
+FIRST_BUCKET_BYTES = private_torch.ddp_first_bucket_bytes()
 
 
 def layout_limits(config: LayoutConfig, dtype: torch.dtype) -> list[int]:
@@ -91,9 +91,10 @@ def rebuilt_assignment(params: list[torch.Tensor], limits: list[int], sparse: li
     keeps its buckets in the order they closed instead of sorting them.
     """
     ready = list(reversed(range(len(params))))
-    buckets, _ = dist._compute_bucket_assignment_by_size(
-        [params[i] for i in ready], limits, [sparse[i] for i in ready], ready
-    )
+    assign = private_torch.bucket_assignment_by_size()
+    if assign is None:  # torch's assignment cannot be asked for: one bucket to read the grads through
+        return [ready]
+    buckets, _ = assign([params[i] for i in ready], limits, [sparse[i] for i in ready], ready)
     return [list(b) for b in buckets]
 
 
@@ -133,7 +134,7 @@ def layouts(names: list[str], params: list[torch.Tensor], sparse: list[bool], li
 
 def reducer_params(ddp: torch.nn.parallel.DistributedDataParallel):
     """(names, params, expect_sparse) in the order torch DDP hands them to its reducer."""
-    params, sparse = ddp._build_params_for_reducer()  # torch's own: named_modules, dedup, requires_grad
+    params, sparse = private_torch.params_for_reducer(ddp)
     name_of = {}
     for name, param in ddp.module.named_parameters():
         name_of.setdefault(param, name)
@@ -156,8 +157,12 @@ class TorchDDP(GradsInParamsDDP):
 class TorchDDPImplementation:
     name = "torch"
     version = torch.__version__
-    capabilities = frozenset({"layout", "ddp"})
     unavailable = None
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """``layout`` only where torch's bucket assignment can be asked for (``compat.private_torch``)."""
+        return frozenset({"layout", "ddp"} if private_torch.bucket_assignment_by_size() else {"ddp"})
 
     def unsupported(self, config) -> str | None:
         if config.policy != "packed":
@@ -199,7 +204,8 @@ class TorchDDPImplementation:
         names, params, sparse = reducer_params(ddp)
         limits = rebuild_limits(cap_mb)
         handle = TorchDDP(ddp, module, layouts(names, params, sparse, lambda dtype: limits))
-        handle.declared_layouts = [b.layout for b in handle.buffers]  # torch's rebuilt buckets, as it launches them
+        # torch's rebuilt buckets, as it launches them; none where torch's assignment cannot be asked for
+        handle.declared_layouts = [b.layout for b in handle.buffers] if "layout" in self.capabilities else None
         return handle
 
 
