@@ -22,7 +22,7 @@ from reference.ddp import DistributedDataParallel
 
 from .emulation import layer_stack
 from .measurable import lone_rank
-from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
+from .registry import Benchmark, Metric, Record, figure_of, figures_json
 from .settings import Model
 from .stats import Figure, ratios
 from .timing import timed
@@ -91,20 +91,10 @@ def metrics(records: list[dict]) -> list[Metric]:
                    figure=figure_of(r, "speedup")) for r in records if r["speedup"] is not None]
 
 
-def markdown(records: list[dict]) -> str:
-    from reports.render import table
-
-    return table([{"model": f"{r['model']['class']}: {r['model']['params'] / 1e6:.1f}M params",
-                   "naive (ms)": cell(r, "naive_ms"), "bucketed (ms)": cell(r, "bucketed_ms"),
-                   "speedup": cell(r, "speedup") if r["speedup"] is not None
-                   else f"not measurable here: {r['why_not_measurable']}"} for r in records])
-
-
 BENCHMARK = Benchmark(
     name="bucketing",
     title="Bucketing: per-parameter all-reduce against bucketed, overlapped sync",
     record=RECORD,
     run=measure,
     metrics=metrics,
-    markdown=markdown,
 )

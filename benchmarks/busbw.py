@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -40,7 +39,7 @@ from reference.buffer import shard_buffer
 from reference.collectives import all_gather, reduce_scatter
 from reference.layout import POLICIES, get_policy, pad
 
-from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
+from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json
 from .stats import Figure
 from .timing import timed
 
@@ -272,60 +271,11 @@ def metrics(records: list[dict]) -> list[Metric]:
     return out
 
 
-def summary_markdown(records: list[dict]) -> str:
-    """One row per collective and policy: what padding buys the payload at the largest size."""
-    from reports.render import bytes_label, table
-
-    if not records:
-        return "(none)"
-    if records[0]["world_size"] == 1:
-        return ("One rank: nothing crosses a bus, so bus bandwidth and the padding ratios are undefined (null in "
-                "results.json; nccl-tests prints 0). The tables give the time and algbw of each call.")
-    top = largest(records)
-    rows = [{"collective": r["collective"], "policy": r["policy"],
-             "bucket (before padding)": bytes_label(r["requested_count"] * ELEMENT.itemsize),
-             "padded to": bytes_label(r["size_bytes"]),
-             "effective busbw (GB/s)": cell(r, "effective_busbw_gbps"),
-             "ratio to unpadded": "1" if r["effective_ratio_to_unpadded"] is None
-             else cell(r, "effective_ratio_to_unpadded")}
-            for r in records if r["requested_count"] == top and r["placement"] == GATED_PLACEMENT]
-    return table(rows) + (
-        "\n\nMedian [95% interval] over rounds. Effective busbw counts the unpadded bucket's bytes only; "
-        "the ratio is per round, the padded collective timed beside the unpadded one.")
-
-
-def markdown(records: list[dict]) -> str:
-    from reports.render import table
-
-    parts = [summary_markdown(records)]
-    for collective in COLLECTIVES:
-        rows = [{"size(B)": r["size_bytes"], "count": r["count"], "type": r["type"], "redop": r["redop"],
-                 "policy": r["policy"], "placement": r["placement"], "time(us)": cell(r, "time_us"),
-                 "algbw(GB/s)": cell(r, "algbw_gbps"), "busbw(GB/s)": _cell_or_null(r, "busbw_gbps"),
-                 "eff. busbw": _cell_or_null(r, "effective_busbw_gbps"), "#wrong": r["wrong"]}
-                for r in records if r["collective"] == collective]
-        if rows:
-            parts.append(f"### {collective}\n\n" + table(rows))
-    return "\n\n".join(parts)
-
-
-def _cell_or_null(record: dict, name: str) -> str:
-    return "null" if record[name] is None else cell(record, name)
-
-
-def plots(records: list[dict], out: Path) -> list[Path]:
-    from reports.plots import plot_busbw
-
-    return plot_busbw(records, out)
-
-
 BENCHMARK = Benchmark(
     name="busbw",
     title="Bus bandwidth: padded and unpadded buckets",
     record=RECORD,
     run=measure,
     metrics=metrics,
-    markdown=markdown,
-    plots=plots,
     summary="nccl-tests' definitions; every padding of one bucket timed in the same rounds.",
 )

@@ -25,7 +25,7 @@ from ranks.recording import recording
 
 from .busbw import ELEMENT
 from .measurable import lone_rank
-from .registry import Benchmark, Metric, Record, cell, figure_of, figures_json
+from .registry import Benchmark, Metric, Record, figure_of, figures_json
 from .stats import Figure
 from .timing import timed
 
@@ -105,21 +105,10 @@ def metrics(records: list[dict]) -> list[Metric]:
     return out
 
 
-def markdown(records: list[dict]) -> str:
-    from reports.render import table
-
-    return table([{"machinery": r["what"], "all-reduce": f"{r['count']:,} fp32", "calls a round": r["calls"],
-                   "time with / without": cell(r, "ratio") if r["ratio"] is not None
-                   else f"not measurable here: {r['why_not_measurable']}"} for r in records]) + (
-        "\n\nGoal for the timing harness: < 1.02x. The recording group is what observing an implementation costs "
-        "a suite check, per collective.")
-
-
 BENCHMARK = Benchmark(
     name="harness_overhead",
     title="What the harness costs: timing, and the recording group",
     record=RECORD,
     run=measure,
     metrics=metrics,
-    markdown=markdown,
 )

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -55,7 +54,7 @@ from reference.config import DDPConfig
 
 from .emulation import layer_stack
 from .measurable import lone_rank
-from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
+from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json
 from .settings import Model
 from .stats import Figure
 from .timeline import host_step, profiled_step
@@ -273,49 +272,10 @@ def metrics(records: list[dict]) -> list[Metric]:
     return out
 
 
-def _efficiency_cells(r: dict) -> dict:
-    if r["efficiency"] is None:
-        return {"efficiency": f"not measurable here: {r['why_not_measurable']}", "ideal": "", "share of ideal": ""}
-    return {"efficiency": cell(r, "efficiency"), "ideal": f"{r['ideal']:.3f}", "share of ideal": cell(r, "share")}
-
-
-def markdown(records: list[dict]) -> str:
-    from reports.render import table
-
-    parts = []
-    for mode in MODES:
-        rows = [{"impl": r["impl"], "compute (ms)": cell(r, "compute_ms"), "overlap (ms)": cell(r, "overlap_ms"),
-                 "serial (ms)": cell(r, "serial_ms"), **_efficiency_cells(r),
-                 "dropped rounds": r["dropped_rounds"]}
-                for r in records if r["mode"] == mode]
-        if rows:
-            first = next(r for r in records if r["mode"] == mode)
-            model = first["model"]
-            parts.append(f"### {mode.capitalize()} compute: {model['depth']} x Linear({model['width']}, "
-                         f"{model['width']}), batch {model['batch']}; one bucket's all-reduce "
-                         f"{first['collective_ms']:.3g} ms"
-                         + (f", {first['wait_ms']:.3g} ms emulated backward per layer" if first["wait_ms"] else "")
-                         + "\n\n" + table(rows, numparse=False))
-    return "\n\n".join(parts) + (
-        "\n\nMedian [95% interval] over rounds. efficiency = (serial - overlap) / (serial - compute) per "
-        "round; the ideal hides every bucket's collective but the last's. A dropped round's serial step was not "
-        "slower than its compute step.")
-
-
-def plots(records: list[dict], out: Path) -> list[Path]:
-    from reports.plots import plot_overlap, plot_timeline
-
-    written = [p for p in (plot_overlap(records, out),) if p is not None]
-    written += [plot_timeline(r, out) for r in records if r.get("timeline")]
-    return written
-
-
 BENCHMARK = Benchmark(
     name="overlap",
     title="Overlap of gradient communication with backward",
     record=RECORD,
     run=measure,
     metrics=metrics,
-    markdown=markdown,
-    plots=plots,
 )

@@ -1,18 +1,18 @@
-"""One shape for every benchmark: what it measures, which metrics it gives, how the report shows it.
+"""One shape for every benchmark: what it measures and which metrics it gives.
 
 A ``Benchmark`` is one registered unit. It declares its records (one
 ``Record`` per row, with every field described, from which reports/schema.md
 is generated), how to run (on every rank, or once in the report's process),
-which metrics it contributes to the nightly comparison (each gated or
-informative, with its direction), its markdown section and its plots.
-Adding a benchmark is adding one module that defines one ``Benchmark`` and
-naming it in ``benchmarks/__init__.py``'s list.
+and which metrics it contributes to the nightly comparison (each gated or
+informative, with its direction). It returns records and nothing else: how
+its section of the report looks is ``reports.render.sections``'. Adding a
+benchmark is adding one module that defines one ``Benchmark``, naming it in
+``benchmarks/__init__.py``'s list, and giving it a section there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .stats import Figure
@@ -75,9 +75,7 @@ class Benchmark:
     run: Callable[..., list[dict]]
     """``run(ctx, settings)`` on every rank (``on_ranks``), or ``run(settings)`` once: the records."""
     metrics: Callable[[list[dict]], list[Metric]]
-    markdown: Callable[[list[dict]], str]
     on_ranks: bool = True
-    plots: Callable[[list[dict], Path], list[Path]] = field(default=lambda records, out: [])
     summary: str = ""
     """One paragraph for the report: what is measured, how, and what to read from it."""
 
@@ -100,12 +98,6 @@ def absolute(key: str, figure: Figure) -> Metric:
 def figure_of(record: dict, name: str) -> Figure:
     """A figure stored in a record by ``Figure.to_json``."""
     return Figure.from_json(record[name])
-
-
-def cell(record: dict, name: str) -> str:
-    from .stats import describe
-
-    return describe(figure_of(record, name))
 
 
 def figures_json(**figures: Figure) -> dict[str, Any]:

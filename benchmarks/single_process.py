@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
+from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json
 from .stats import Figure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,15 +45,9 @@ def _metrics(records: list[dict]) -> list[Metric]:
     return [absolute(f"time/{r['name']}", figure_of(r, "time_ms")) for r in records]
 
 
-def _markdown(records: list[dict]) -> str:
-    from reports.render import table
-
-    return table([{"name": r["name"], "time (ms)": cell(r, "time_ms"), **r["extra"]} for r in records])
-
-
 def pytest_benchmark(name: str, title: str, path: str) -> Benchmark:
     """A benchmark timed by a pytest-benchmark file, run in a child process."""
-    return Benchmark(name=name, title=title, record=RECORD, metrics=_metrics, markdown=_markdown, on_ranks=False,
+    return Benchmark(name=name, title=title, record=RECORD, metrics=_metrics, on_ranks=False,
                      run=lambda settings: run_pytest_benchmarks(path, settings.smoke))
 
 

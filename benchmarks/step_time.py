@@ -14,7 +14,7 @@ import torch
 from reference.config import DDPConfig
 
 from .emulation import layer_stack
-from .registry import Benchmark, Metric, Record, absolute, cell, figure_of, figures_json
+from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json
 from .stats import Figure, ratios
 from .timing import timed
 
@@ -96,23 +96,10 @@ def metrics(records: list[dict]) -> list[Metric]:
     return out
 
 
-def markdown(records: list[dict]) -> str:
-    from reports.render import table
-
-    rows = [{"impl": r["impl"], "step (ms)": cell(r, "impl_ms"), "torch DDP (ms)": cell(r, "torch_ddp_ms"),
-             "ratio": cell(r, "ratio")} for r in records]
-    model = records[0]["model"] if records else {}
-    return table(rows) + (
-        f"\n\n{model.get('depth')} x Linear({model.get('width')}, {model.get('width')}), batch "
-        f"{model.get('batch')}, SGD. ratio = the implementation's step / plain torch DDP's, per round "
-        "(median [95% interval]); goal for the reference: <= 1.05.")
-
-
 BENCHMARK = Benchmark(
     name="step_time",
     title="Step time against plain torch DDP",
     record=RECORD,
     run=measure,
     metrics=metrics,
-    markdown=markdown,
 )

@@ -3,7 +3,7 @@
 Ranks are spawned here (``--world-size`` of them, gloo on CPU, NCCL when
 every rank has a GPU) or are torchrun's, over one node or several. Every
 rank returns the same records; each node's first rank also describes its
-node while the benchmarks run (``reports.node``), so a run records every
+node while the benchmarks run (``hardware.node``), so a run records every
 node it ran on. The single-process benchmarks run once, in the process that
 writes the run (rank 0), after the ranks have left their group: under
 torchrun, running them on every rank would time each one under as many
@@ -17,6 +17,8 @@ import time
 from typing import Callable, Sequence
 
 from ranks import run_on_ranks
+
+from hardware.node import NodeProbe, first_rank_of_node
 
 from . import BENCHMARKS
 from .settings import BenchSettings
@@ -33,8 +35,6 @@ def selected(names: Sequence[str] | None):
 
 
 def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
-    from reports.node import NodeProbe, first_rank_of_node
-
     probe = NodeProbe(ctx) if first_rank_of_node(ctx) else None
     out = {}
     for benchmark in (b for b in BENCHMARKS if b.name in names):

@@ -34,9 +34,9 @@ from typing import Sequence
 
 from fixtures.slowed_reference import SLOWDOWN_ENV
 
-from .compare import compare_runs
-from .render import table
-from .runs import load_results, run_names
+from .comparison.changes import compare_runs
+from .render.table import table
+from .store.runs import load_results, run_names
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOWED = "fixtures.slowed_reference"

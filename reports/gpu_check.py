@@ -54,6 +54,7 @@ from typing import Sequence
 from ranks.settings import outside_torchrun
 
 from .failure_causes import Cause, cause_of, causes_in_junit, causes_markdown
+from .render.table import table
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONAL = ("asv", "megatron.core", "deepspeed", "pynvml", "hypothesis", "pytest_benchmark")
@@ -97,7 +98,7 @@ def plan(out: Path, gpus: int, python: str = sys.executable) -> list[Step]:
     steps = [
         Step("environment", [python, "-m", "reports.gpu_check", "--environment"], 20,
              "Python, torch, CUDA, NCCL, GPUs, missing optional packages"),
-        Step("hardware", [python, "-m", "reports.hardware", "--json"], 20, "NVML: devices, links, P2P, topology"),
+        Step("hardware", [python, "-m", "hardware"], 20, "NVML: devices, links, P2P, topology"),
         _pytest(python, out, "layout", 70, "the layout suite, buffers and views on CUDA tensors",
                 "suites/layout", "--device", "cuda", "--hypothesis-profile=ci"),
     ]
@@ -205,8 +206,6 @@ def _environment_line(text: str) -> str:
 
 
 def summary_markdown(steps: Sequence[Step], total_s: float) -> str:
-    from .render import table
-
     rows = [{"step": s.name, "what": s.what, "exit": s.exit_code, "seconds": f"{s.seconds:.0f}", "found": s.found}
             for s in steps]
     failed = [s.name for s in steps if s.exit_code != 0]

@@ -4,7 +4,11 @@
 ``reports/runs/<UTC time>/`` with ``report.md``, ``results.json`` (schema 3,
 reports/schema.md) and PNG plots, points ``reports/runs/latest`` at it, and
 compares it with the newest earlier run of the same setup (the nightly gate,
-``reports.compare``; ``reports.comparable``).
+``reports.comparison``).
+
+Data flows one way: the benchmarks and the suites measure; ``store`` records
+the run (results.json, its metrics); ``comparison`` compares it with earlier
+runs; ``render`` writes report.md and the plots.
 
 Under ``torchrun`` every rank of every node joins the multi-rank benchmarks
 (NCCL on GPUs), each node's first rank describes its node, then every rank
@@ -26,29 +30,27 @@ from pathlib import Path
 from typing import Sequence
 
 from benchmarks import BENCHMARKS
+from benchmarks.padding import overhead_table
 from benchmarks.settings import DEFAULT_IMPLS, BenchSettings
-from benchmarks.stats import UNSTABLE_MARK
 from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
 from ranks import launched_by_torchrun
 from ranks.groups import pick_backend, tensors_on
 from ranks.launch import leave_torchrun
 from ranks.settings import DEVICE_ENV, DEVICES
 
-from . import compare, overhead, strength
-from .claims import claims_markdown
-from .comparable import run_setup, setup_label
-from .conformance import SuiteResult, run_suite
-from .hardware_markdown import hardware_markdown, nodes_markdown
-from .matrix import matrix_markdown
-from .metrics import collect_metrics
-from .mutation.score import score_markdown
-from .render import conformance_markdown, with_unstable_footnote
-from .runs import load_results, previous_comparable, readable_runs
-from .summary import summary_markdown
-from .trend import plot_trend, trend, trend_markdown
-from .writer import DEFAULT_ROOT, dump_json, latest_run, run_name, write_run
+from .comparison.changes import DEFAULT_THRESHOLD, compare_metrics, gated_regressions
+from .comparison.comparable import previous_comparable, run_setup
+from .comparison.trend import trend
+from .conformance.strength import measure_strength, strength_records
+from .conformance.suites import SuiteResult, run_suite
+from .render.comparison import comparison_markdown
+from .render.report import build_report, section_plots
+from .render.trend import plot_trend, trend_markdown
+from .store.metrics import collect_metrics
+from .store.runs import load_results, readable_runs
+from .store.schema import SCHEMA
+from .store.writer import DEFAULT_ROOT, dump_json, run_name, write_run
 
-SCHEMA = 3
 DEFAULT_SUITES = ("suites/layout", "suites/multigpu")
 
 
@@ -79,7 +81,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--busbw-max-bytes", type=int,
                         help="largest bucket of the bus-bandwidth sweep (default 16 MiB on gloo, 1 GiB on NCCL)")
     parser.add_argument("--smoke", action="store_true", help="each benchmark once on tiny inputs; no timing")
-    parser.add_argument("--threshold", type=float, default=compare.DEFAULT_THRESHOLD,
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
                         help="relative change that counts, with significance (default 10%%)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when a gated metric regressed against the previous run")
@@ -113,49 +115,6 @@ def run_conformance(args) -> list[SuiteResult]:
     return results
 
 
-def build_report(results: dict, comparison: str, trend_text: str) -> str:
-    run = results["run"]
-    seed_rows = [r for r in results["overhead"] if (r["model"], r["dp"]) in overhead.SEED_CLAIMS]
-    parts = [
-        "# Bucketed gradient synchronization: conformance and benchmark report",
-        f"Run {run['name']} on {run['host']}: {setup_label(run['setup'])}"
-        f"{' (SMOKE: timings mean nothing)' if run['smoke'] else ''}. Timed figures are medians "
-        f"[95% interval of the median] over repeated rounds; {UNSTABLE_MARK} marks a figure whose spread passes "
-        "its limit.",
-        "## Summary", summary_markdown(results),
-        "## Conformance matrix", matrix_markdown([SuiteResult(**r) for r in results["conformance"]]),
-        "## Conformance", conformance_markdown([SuiteResult(**r) for r in results["conformance"]])
-        if results["conformance"] else "Not run (--no-suites).",
-        "## Suite strength: deliberately broken implementations",
-        strength.strength_markdown(results["strength"]) if results["strength"] else
-        "Not run (smoke mode, --no-suites or --no-strength); tests/test_suite_strength.py checks the catalogue "
-        "in CI.",
-        score_markdown(),
-        "## Comparison with the previous run of this setup", comparison,
-        "## Trend over the runs", trend_text,
-        "## The design notes' claims, checked", claims_markdown(results),
-    ]
-    for benchmark in BENCHMARKS:
-        records = benchmark.records_of(results)
-        if records:
-            parts += [f"## {benchmark.title}", benchmark.markdown(records)]
-    parts += [
-        "## Padding overhead: the seed's table recomputed",
-        "Bucket size 40,000,000 elements; padding counts every element that is not a parameter "
-        "(64-element start gaps and bucket-end padding). The seed's figures are claims without a "
-        "derivation (docs/errata.md).",
-        overhead.render_markdown(seed_rows),
-        "## Padding overhead: all models, dp and policies", overhead.render_markdown(results["overhead"]),
-        "## Hardware", nodes_markdown(results["nodes"]),
-    ]
-    parts += [f"### Node {node['node_rank']}: {node['host']['hostname']}\n\n"
-              + hardware_markdown(node["hardware"], node.get("nvlink_delta"), node.get("telemetry"))
-              for node in results["nodes"]]
-    if results.get("plots"):
-        parts += ["## Plots", "\n".join(f"![{p}]({p})" for p in results["plots"])]
-    return "\n\n".join(with_unstable_footnote(part) for part in parts) + "\n"
-
-
 def compare_with_previous(root: Path, name: str, results: dict, threshold: float,
                           gate: Sequence[str] = ()) -> tuple[str, list, str | None]:
     """Markdown of the comparison with the newest earlier run of the same setup, its gated regressions, and
@@ -164,9 +123,9 @@ def compare_with_previous(root: Path, name: str, results: dict, threshold: float
     notes = "".join(f"Passed over {line}.\n\n" for line in passed)
     if previous is None:
         return notes + "No earlier run of this setup to compare with: nothing is gated.", [], None
-    changes = compare.compare_metrics(load_results(previous)["metrics"], results["metrics"], threshold, gate=gate)
-    return (notes + f"Against {previous.name}. {compare.comparison_markdown(changes, threshold)}",
-            compare.gated_regressions(changes), previous.name)
+    changes = compare_metrics(load_results(previous)["metrics"], results["metrics"], threshold, gate=gate)
+    return (notes + f"Against {previous.name}. {comparison_markdown(changes, threshold)}",
+            gated_regressions(changes), previous.name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     strength_rows = []
     if not (args.smoke or args.no_strength or args.no_suites):
         progress("suite strength: every broken implementation against its suite")
-        strength_rows = strength.strength_records(strength.measure_strength(progress))
+        strength_rows = strength_records(measure_strength(progress))
     name = run_name()
     run = {"name": name, "host": platform.node() or "unknown", "mode": "torchrun" if torchrun else "plain",
            "world_size": world_size, "backend": backend, "tensors": tensors_on(backend, args.device),
@@ -201,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "suite_world_size": None if args.no_suites else args.world_size,
         "strength": strength_rows,
         **bench,
-        "overhead": overhead.overhead_table(),
+        "overhead": overhead_table(),
     }
     results["metrics"] = collect_metrics(results)
     comparison, regressions, previous = compare_with_previous(args.out, name, results, args.threshold, args.gate)
@@ -210,8 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     series = trend(history)
     files: dict[str, str | bytes] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        written = [p for b in BENCHMARKS if b.records_of(results) for p in b.plots(b.records_of(results), tmp)]
-        written += plot_trend(series, tmp)
+        written = section_plots(results, Path(tmp)) + plot_trend(series, tmp)
         results["plots"] = [p.relative_to(tmp).as_posix() for p in written]
         for rel in results["plots"]:
             files[rel] = (Path(tmp) / rel).read_bytes()

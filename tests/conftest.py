@@ -16,7 +16,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 def smoke_run(tmp_path_factory) -> Path:
     """The main job in smoke mode, once: every benchmark on tiny inputs, one small suite; its run directory."""
     from reports.main import main as report_main
-    from reports.writer import latest_run
+    from reports.store.writer import latest_run
 
     out = tmp_path_factory.mktemp("smoke")
     code = report_main(["--smoke", "--impl", "reference", "--suite", "suites/layout/test_golden.py", "--out", str(out)])

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reports.conformance import pytest_in_process
+from reports.conformance.suites import pytest_in_process
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.stats import Figure
-from reports.compare import (
-    Change, compare_metrics, compare_runs, comparison_markdown, main, threshold_for,
-)
-from reports.runs import previous_comparable
-from reports.writer import dump_json, write_run
+from reports.compare import main
+from reports.comparison.changes import Change, compare_metrics, compare_runs, threshold_for
+from reports.render.comparison import comparison_markdown
+from reports.comparison.comparable import previous_comparable
+from reports.store.writer import dump_json, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
 BUSBW = "busbw/all_reduce/padded/out-of-place/1048576"

@@ -1,4 +1,4 @@
-"""reports.hardware: the machine as recorded in every report, and NVML fields tolerated one by one."""
+"""hardware: the machine as recorded in every report, and NVML fields tolerated one by one."""
 
 import json
 import os
@@ -11,12 +11,14 @@ import pynvml
 import pytest
 import torch
 
-from reports import hardware
-from reports.hardware import ALL_LINKS_SCOPE, collect_hardware, collect_nvml
-from reports import hardware_markdown as hardware_markdown_module
-from reports.hardware_markdown import hardware_markdown
-from reports.node import Telemetry
-from reports.nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
+from hardware import devices, host, probe
+from hardware.devices import collect_nvml
+from hardware.node import Telemetry
+from hardware.nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
+from hardware.nvml import ALL_LINKS_SCOPE
+from hardware.probe import collect_hardware
+from reports.render import hardware as hardware_markdown_module
+from reports.render.hardware import hardware_markdown
 
 from .fakes.fake_nvml import FakeNVML, fake_gpu
 from .pytest_run import ROOT
@@ -54,17 +56,17 @@ def test_host_and_torch_facts(hw):
 def test_proc_files_parsed(tmp_path):
     (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Fake CPU 9000\n")
     (tmp_path / "meminfo").write_text("MemTotal:        2048 kB\nMemFree:   1 kB\n")
-    assert hardware.cpu_model(tmp_path / "cpuinfo") == "Fake CPU 9000"
-    assert hardware.total_memory_bytes(tmp_path / "meminfo") == 2048 * 1024
-    assert hardware.cpu_model(tmp_path / "missing"), "falls back to platform.processor()/machine()"
-    assert hardware.total_memory_bytes(tmp_path / "missing") > 0, "falls back to sysconf"
+    assert host.cpu_model(tmp_path / "cpuinfo") == "Fake CPU 9000"
+    assert host.total_memory_bytes(tmp_path / "meminfo") == 2048 * 1024
+    assert host.cpu_model(tmp_path / "missing"), "falls back to platform.processor()/machine()"
+    assert host.total_memory_bytes(tmp_path / "missing") > 0, "falls back to sysconf"
 
 
 @pytest.mark.parametrize("version, text", [
     ((2, 21, 5), "2.21.5"), ((2, 21, 5, "rc1"), "2.21.5-rc1"), (22105, "2.21.5"), (2708, "2.7.8"),
 ])
 def test_nccl_version_string(version, text):
-    assert hardware.nccl_version_string(version) == text
+    assert host.nccl_version_string(version) == text
 
 
 @no_driver_only
@@ -213,7 +215,7 @@ def test_torch_index_mapped_by_uuid():
     nvml_info = {"devices": [{"index": 0, "uuid": "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd"},
                              {"index": 1, "uuid": "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"},
                              {"index": 2, "uuid": {"unsupported": "NotSupported"}}]}
-    hardware.map_torch_devices(torch_info, nvml_info)
+    devices.map_torch_devices(torch_info, nvml_info)
     assert [d["torch_index"] for d in nvml_info["devices"]] == [None, 0, None]
 
 
@@ -229,16 +231,16 @@ def test_nvlink_generations_match_pynvml_enums():
     versions = {name: value for name, value in constants("NVML_NVLINK_VERSION_").items() if name != "INVALID"}
     assert versions["4_0"] == 6, "NVML_NVLINK_VERSION_4_0 should be the enum value 6"
     for name, value in versions.items():
-        got, want = hardware.NVLINK_GENERATIONS.get(value), name.replace("_", ".")
+        got, want = devices.NVLINK_GENERATIONS.get(value), name.replace("_", ".")
         assert got == want, f"enum {value}: got {got!r}, but should be {want!r}"
-    assert hardware.nvlink_generations(pynvml)[6] == "4.0"
-    assert hardware.nvlink_generation(99, hardware.nvlink_generations(pynvml)) == "unknown (enum 99)"
+    assert devices.nvlink_generations(pynvml)[6] == "4.0"
+    assert devices.nvlink_generation(99, devices.nvlink_generations(pynvml)) == "unknown (enum 99)"
 
 
 def test_topology_and_p2p_tables_match_pynvml():
-    assert set(hardware.TOPOLOGY_LEVELS) == set(constants("NVML_TOPOLOGY_").values())
+    assert set(devices.TOPOLOGY_LEVELS) == set(constants("NVML_TOPOLOGY_").values())
     statuses = constants("NVML_P2P_STATUS_")
-    for value, name in hardware.P2P_STATUSES.items():
+    for value, name in devices.P2P_STATUSES.items():
         assert statuses[name] == value, f"{name}: got {value}, but pynvml says {statuses[name]}"
 
 
@@ -293,7 +295,7 @@ def test_field_values_refused_as_a_whole():
 
 
 def test_markdown_with_gpus_shows_unsupported_fields():
-    hw = {"host": hardware.collect_host(), "torch": hardware.collect_torch(),
+    hw = {"host": host.collect_host(), "torch": host.collect_torch(),
           "nvml": collect_nvml(two_gpus())}
     fake = two_gpus()
     before = nvlink_throughput_sample(fake)
@@ -308,12 +310,11 @@ def test_markdown_with_gpus_shows_unsupported_fields():
         assert needle in text, f"{needle!r} missing from:\n{text}"
 
 
-def test_cli_prints_markdown_and_json():
-    run = subprocess.run([sys.executable, "-m", "reports.hardware", "--json"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=60)
+def test_cli_prints_the_reading_as_json():
+    run = subprocess.run([sys.executable, "-m", "hardware"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["host"]["logical_cores"] == os.cpu_count()
-    assert hardware.main([]) == 0
+    assert probe.main([]) == 0
 
 
 # ---------------------------------------------------------------- a node during the benchmarks
@@ -322,7 +323,7 @@ def test_cli_prints_markdown_and_json():
 def test_exclusive_compute_modes_get_a_plain_sentence():
     fake = FakeNVML([fake_gpu(0), fake_gpu(1)])
     fake.gpus[1]["compute_mode"] = pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
-    hw = {"host": hardware.collect_host(), "torch": hardware.collect_torch(), "nvml": collect_nvml(fake)}
+    hw = {"host": host.collect_host(), "torch": host.collect_torch(), "nvml": collect_nvml(fake)}
     assert [d["compute_mode"] for d in hw["nvml"]["devices"]] == ["DEFAULT", "EXCLUSIVE_PROCESS"]
     text = hardware_markdown(hw)
     assert "Compute mode: GPU 1 (EXCLUSIVE_PROCESS). Only one process may use such a GPU" in text, text
@@ -340,7 +341,7 @@ def test_a_device_torch_may_not_use_is_recorded_not_fatal(monkeypatch):
         return type("P", (), {"name": "H100", "uuid": "u0", "total_memory": 1, "major": 9, "minor": 0})()
 
     fake_torch.cuda.get_device_properties = properties
-    devices = hardware.torch_devices(fake_torch)
+    devices = host.torch_devices(fake_torch)
     assert devices[0]["name"] == "H100" and devices[1] == {
         "index": 1, "name": "unusable", "uuid": None,
         "error": "CUDA error: all CUDA-capable devices are busy or unavailable"}

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from benchmarks import BENCHMARKS
-from reports.writer import latest_run
+from reports.store.writer import latest_run
 
 from .pytest_run import ROOT
 from .test_multinode import two_nodes

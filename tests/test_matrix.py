@@ -1,7 +1,8 @@
 """The conformance matrix: each test in one family, one cell per implementation and family, reasons cited once."""
 
-from reports.conformance import SuiteResult
-from reports.matrix import family_of, matrix_markdown, tally
+from reports.conformance.suites import SuiteResult
+from reports.conformance.families import family_of, tally
+from reports.render.matrix import matrix_markdown
 
 
 def result(impl: str, header: str, outcomes) -> SuiteResult:
@@ -39,12 +40,12 @@ def test_cells_say_pass_fail_xfail_or_skip_and_cite_reasons_once():
 
 def test_a_suite_run_reads_the_implementation_and_its_version_from_the_pytest_header():
     """The matrix labels rows by the header's name and version: two megatron-core releases are two rows."""
-    from reports.conformance import run_suite
+    from reports.conformance.suites import run_suite
 
     r = run_suite("suites/layout/test_order.py", "reference", ["--only=*test_nothing_matches_this*"], in_process=True)
     assert r.header.startswith("reference "), f"header: got {r.header!r}, but should name the implementation"
     assert "(levels: " in r.header, f"header: got {r.header!r}, but should list its levels"
-    from reports.matrix import impl_label
+    from reports.render.matrix import impl_label
 
     label = impl_label(r.header, r.impl)
     assert label.startswith("reference ") and "levels" not in label, (

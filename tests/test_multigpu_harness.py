@@ -21,7 +21,7 @@ from ranks import groups
 from ranks.address import address_of
 from ranks.groups import BackendMismatch, agree_on_backend, keep_off_gpus, pick_backend
 from ranks.settings import launched_by_torchrun
-from reports.conformance import child_environment
+from reports.conformance.suites import child_environment
 from ranks.outcome import Outcome, settle
 from ranks.pool import PoolError, WorkerPool
 from ranks.settings import Settings

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from reports.mutation import ROOT
-from reports.mutation.checks import command, ordered_test_files
-from reports.mutation.population import Mutant, annotation_spans, choose, inside, run_order
-from reports.mutation.runner import first_failure, run_checks
-from reports.mutation.score import load_equivalents, score_markdown, summarize, summary_markdown
-from reports.mutation.session import Session, SessionError, fingerprint, locked
-from reports.mutation.sitting import run_sitting, within_limits
+from mutation import ROOT
+from mutation.checks import command, ordered_test_files
+from mutation.population import Mutant, annotation_spans, choose, inside, run_order
+from mutation.runner import first_failure, run_checks
+from mutation.score import load_equivalents, summarize
+from reports.render.mutation import score_markdown, summary_markdown
+from mutation.session import Session, SessionError, fingerprint, locked
+from mutation.sitting import run_sitting, within_limits
 
 SOURCE = '''from __future__ import annotations
 

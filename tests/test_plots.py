@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from benchmarks.stats import Figure
-from reports.plots import plot_busbw, plot_overlap, plot_timeline
-from reports.render import bytes_label
+from reports.render.plots import plot_busbw, plot_overlap, plot_timeline
+from reports.render.table import bytes_label
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

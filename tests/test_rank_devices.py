@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from ranks import groups
 from ranks.settings import Settings
-from reports.comparable import setup_label, why_not_comparable
+from reports.comparison.comparable import setup_label, why_not_comparable
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def _results(backend: str, tensors: str | None) -> dict:
     run = {"backend": backend, "world_size": 2, "mode": "plain", "smoke": False}
     if tensors:
         run["tensors"] = tensors
-    from reports.comparable import run_setup
+    from reports.comparison.comparable import run_setup
 
     run["setup"] = run_setup(run, [{"devices": ["NVIDIA H100 80GB HBM3"], "host": {}}])
     return {"run": run}

@@ -5,21 +5,21 @@ import json
 import pytest
 
 from benchmarks.stats import UNSTABLE_FOOTNOTE, Figure
-from reports import overhead
-from reports.render import with_unstable_footnote
-from reports.summary import summary_markdown
-from reports.writer import latest_run, write_run
+from benchmarks import padding
+from reports.render.table import with_unstable_footnote
+from reports.render.summary import summary_markdown
+from reports.store.writer import latest_run, write_run
 
 
 def test_llama2_7b_needs_no_padding_under_upstream_padding():
     # Every Llama-2 7B param size is a multiple of 4096 * ... >= 128 (4096, 4096*4096,
     # 11008*4096, 32000*4096): no 64-element gaps and no bucket end off lcm(8, 128) = 128.
-    row = overhead.overhead_row("llama2-7b", 8, "padded")
+    row = padding.overhead_row("llama2-7b", 8, "padded")
     assert row["padding_elements"] == 0, row
 
 
 def test_shard_aligned_aligns_every_shard():
-    row = overhead.overhead_row("llama2-70b", 32, "shard-aligned")
+    row = padding.overhead_row("llama2-70b", 32, "shard-aligned")
     assert row["shards_2**16_aligned"] == f"{row['buckets']}/{row['buckets']}", row
 
 
@@ -98,9 +98,18 @@ def test_a_run_without_multi_rank_benchmarks_still_describes_its_node():
     """The setup that decides what a run compares with names the devices even when only one-process benchmarks ran."""
     from benchmarks.settings import BenchSettings
     from benchmarks.suite import run_rank_benchmarks
-    from reports.comparable import run_setup
+    from reports.comparison.comparable import run_setup
 
     bench = run_rank_benchmarks(BenchSettings.for_backend("gloo").smoked(), 1, ["planning"], progress=lambda _: None)
     assert len(bench["nodes"]) == 1, f"nodes described: got {len(bench['nodes'])}, but should be 1"
     devices = run_setup({"backend": "gloo", "world_size": 1, "mode": "plain"}, bench["nodes"])["devices"]
     assert devices != ["unknown"], f"devices: got {devices}, but should name this node's CPU or GPUs"
+
+
+def test_every_benchmark_has_a_section_of_the_report():
+    """A benchmark returns records only; the report owns how its section looks (``reports.render.sections``)."""
+    from benchmarks import BENCHMARKS
+    from reports.render.sections import SECTIONS
+
+    missing = [b.name for b in BENCHMARKS if not callable(getattr(SECTIONS.get(b.name), "markdown", None))]
+    assert not missing, f"got benchmarks without a section: {missing}, but each should have one in SECTIONS"

@@ -3,14 +3,14 @@
 import json
 
 from benchmarks import BENCHMARKS
-from reports.schema import METRIC_FIELDS, RUN_FIELDS, schema_markdown
+from reports.store.schema import METRIC_FIELDS, RUN_FIELDS, schema_markdown
 
 from .pytest_run import ROOT
 
 
 def test_committed_schema_is_the_generated_one():
     committed = (ROOT / "reports" / "schema.md").read_text()
-    assert committed == schema_markdown(), "reports/schema.md is stale: run `python -m reports.schema > reports/schema.md`"
+    assert committed == schema_markdown(), "reports/schema.md is stale: run `python -m reports.store.schema > reports/schema.md`"
 
 
 def test_a_smoke_run_writes_what_the_schema_declares(smoke_run):

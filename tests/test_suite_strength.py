@@ -15,8 +15,8 @@ import fnmatch
 import pytest
 
 from fixtures.broken import catalogue
-from reports.conformance import run_suite
-from reports.strength import STRENGTH_ARGS
+from reports.conformance.suites import run_suite
+from reports.conformance.strength import STRENGTH_ARGS
 
 ENTRIES = catalogue()
 

@@ -5,9 +5,11 @@ import warnings
 import pytest
 
 from benchmarks.stats import Figure
-from reports.runs import SkippedRunWarning, readable_runs
-from reports.trend import main, plot_trend, trend, trend_markdown
-from reports.writer import dump_json, write_run
+from reports.store.runs import SkippedRunWarning, readable_runs
+from reports.comparison.trend import trend
+from reports.render.trend import plot_trend, trend_markdown
+from reports.trend import main
+from reports.store.writer import dump_json, write_run
 
 KEY = "step_time/reference/ratio"
 NOISE = [1.0, 0.98, 1.02, 1.01, 0.99, 1.0, 1.01, 0.99]

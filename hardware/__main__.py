@@ -1,0 +1,5 @@
+import sys
+
+from .probe import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Comparing runs: which runs may be compared (their setups), what changed between two, and the trend over all."""

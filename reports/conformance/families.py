@@ -1,0 +1,47 @@
+"""Which family of checks a test belongs to (rules as data: the first pattern its node id matches), and a
+suite run's outcomes tallied per family (kept in ``SuiteResult.families``; ``reports.render.matrix`` draws
+them as the conformance matrix)."""
+
+from __future__ import annotations
+
+import fnmatch
+
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("layout", ("suites/layout/test_accounting.py::*", "suites/layout/test_alignment.py::*",
+                "suites/layout/test_bucket_closing.py::*", "suites/layout/test_divisibility.py::*",
+                "suites/layout/test_dtype_grouping.py::*", "suites/layout/test_golden.py::*",
+                "suites/layout/test_order.py::*", "suites/layout/test_placement.py::*",
+                "suites/layout/test_peer_agreement.py::*", "suites/multigpu/test_observed_layout.py::*")),
+    ("buffer", ("suites/layout/test_views.py::*",)),
+    ("shards", ("suites/layout/test_ownership.py::*",)),
+    ("validation", ("suites/layout/test_errors.py::*", "suites/multigpu/test_bad_input.py::*")),
+    ("expert", ("suites/layout/test_experts.py::*", "suites/multigpu/test_experts.py::*")),
+    ("ddp numerics", ("suites/multigpu/test_vs_torch_ddp.py::test_grad_sync_*", "suites/multigpu/test_precision.py::*",
+                      "suites/multigpu/test_isolation.py::*")),
+    ("communication", ("suites/multigpu/test_communication.py::*",)),
+    ("no_sync", ("suites/multigpu/test_no_sync.py::*",)),
+    ("overlap", ("suites/multigpu/test_overlap.py::*",)),
+    ("finalize", ("suites/multigpu/test_finalize.py::*",)),
+    ("optimizer", ("suites/multigpu/test_vs_torch_ddp.py::*", "suites/multigpu/test_vs_single_process.py::*")),
+    ("harness", ("suites/multigpu/test_harness.py::*",)),
+)
+
+
+OUTCOMES = ("passed", "failed", "skipped", "xfailed")
+
+
+def family_of(nodeid: str) -> str:
+    for family, patterns in FAMILIES:
+        if any(fnmatch.fnmatchcase(nodeid, p) for p in patterns):
+            return family
+    return "other"
+
+
+def tally(families: dict, nodeid: str, outcome: str, note: str = "") -> None:
+    """Count one test's outcome in its family; keep the reasons of skips and xfails, and the first failure."""
+    entry = families.setdefault(family_of(nodeid), {**{o: 0 for o in OUTCOMES}, "reasons": {}, "first_failure": ""})
+    entry[outcome] += 1
+    if outcome in ("skipped", "xfailed") and note:
+        entry["reasons"][note] = entry["reasons"].get(note, 0) + 1
+    if outcome == "failed" and not entry["first_failure"]:
+        entry["first_failure"] = f"{nodeid.split('::')[-1]}: {note}"[:160]

@@ -1,0 +1,170 @@
+"""Run a suite against one implementation in a child pytest and summarise its JUnit XML.
+
+A child process per run keeps implementations from sharing imported state.
+The child gets a clean environment: under torchrun (``torchrun -m reports``)
+this process is a rank of a job, and a child that inherited torchrun's
+variables would start as a rank of that job too and wait for peers that have
+moved on. It spawns its own ranks instead, as many as it is told.
+
+``in_process=True`` runs the session here instead (``pytest.main``, the same
+clean environment for its duration): the suite-strength runs of many broken
+implementations, which differ in nothing imported at start, then share one
+interpreter and its warm ranks instead of starting both for each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ranks.groups import visible_devices_before_hiding
+from ranks.settings import WORLD_SIZE_ENV, outside_torchrun
+
+from .families import tally
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class SuiteResult:
+    suite: str
+    impl: str
+    header: str = ""
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    xfailed: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+    failed_ids: list[str] = field(default_factory=list)  # pytest node ids of failed or erroring tests
+    crashed_ids: list[str] = field(default_factory=list)
+    """The failed ones that did not fail a check: an exception other than an assertion ended them."""
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    families: dict[str, dict] = field(default_factory=dict)
+    """Outcomes per family of checks (``reports.matrix``), for the conformance matrix."""
+    exit_code: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code in (0, 5) and not self.failed and not self.errors
+
+
+def child_environment(world_size: int | None = None) -> dict[str, str]:
+    """This process's environment without torchrun's variables, with the GPUs it hid from itself visible
+    again, and ``world_size`` ranks for the multi-rank suite."""
+    env = outside_torchrun(os.environ)
+    hidden, visible = visible_devices_before_hiding()
+    if hidden:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        if visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible
+    if world_size is not None:
+        env[WORLD_SIZE_ENV] = str(world_size)
+    return env
+
+
+def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_size: int | None = None,
+              in_process: bool = False) -> SuiteResult:
+    """``pytest <suite> --impl <impl>`` in a child process, or here (``in_process``), with ``world_size`` ranks
+    for the multi-rank suite; outcomes read back from JUnit XML."""
+    with tempfile.TemporaryDirectory() as tmp:
+        xml_path = Path(tmp) / "junit.xml"
+        args = [suite, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", *(extra_args or [])]
+        run = pytest_in_process if in_process else _pytest_child
+        code, stdout, stderr = run(args, child_environment(world_size))
+        result = SuiteResult(suite=suite, impl=impl, exit_code=code)
+        result.header = _header_line(stdout)
+        if xml_path.exists():
+            _read_junit(xml_path, result)
+        elif code not in (0, 5):
+            result.errors += 1
+            result.failures.append(f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}")
+    return result
+
+
+def _pytest_child(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT, capture_output=True, text=True, env=env)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def pytest_in_process(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """``pytest.main`` in this process, in ``env`` and the repository root; the hypothesis profile it loads is
+    put back after (it is global), and its terminal output is returned."""
+    from hypothesis import settings
+
+    profile = getattr(settings, "_current_profile", None)
+    out = io.StringIO()
+    with _environment(env), contextlib.chdir(ROOT), contextlib.redirect_stdout(out):
+        code = pytest.main(args)
+    if profile:
+        settings.load_profile(profile)
+    return int(code), out.getvalue(), ""
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    before = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+def _header_line(stdout: str) -> str:
+    for line in stdout.splitlines():
+        if line.startswith("implementation under test:"):
+            return line.removeprefix("implementation under test:").strip()
+    return ""
+
+
+def _read_junit(path: Path, result: SuiteResult) -> None:
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        result.seconds += float(case.get("time", 0))
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome, note = "passed", ""
+        for child in case:
+            if child.tag == "skipped":
+                outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+                note = (child.get("message") or "").removeprefix("Skipped: ")
+                if outcome == "skipped":
+                    result.skip_reasons[note] = result.skip_reasons.get(note, 0) + 1
+            elif child.tag in ("failure", "error"):
+                note = (child.get("message") or "").splitlines()[0] if child.get("message") else ""
+                outcome = "failed" if child.tag == "failure" else "errors"
+                result.failures.append(f"{name}: {(child.get('message') or '')[:300]}")
+                result.failed_ids.append(_node_id(case))
+                if crashed(child.get("message") or "", child.text or ""):
+                    result.crashed_ids.append(_node_id(case))
+        setattr(result, outcome, getattr(result, outcome) + 1)
+        tally(result.families, _node_id(case), "failed" if outcome == "errors" else outcome, note)
+
+
+_RAISED = re.compile(r"^(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)):", re.M)
+
+
+def crashed(message: str, text: str) -> bool:
+    """Whether a failure is a crash: the last exception it reports is not an ``AssertionError`` (a check that
+    failed) but another (a ``TypeError`` in the code under test, a broken import, ...)."""
+    raised = _RAISED.findall(text) or _RAISED.findall(message)
+    return bool(raised) and raised[-1].rsplit(".", 1)[-1] not in ("AssertionError", "Failed")
+
+
+def _node_id(case) -> str:
+    """JUnit's ``suites.layout.test_x`` + ``test_y[p]`` back to ``suites/layout/test_x.py::test_y[p]``."""
+    return f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}"

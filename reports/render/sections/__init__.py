@@ -1,0 +1,18 @@
+"""How each benchmark's section of the report looks: one module per benchmark, found by the benchmark's name.
+
+A section module has ``markdown(records) -> str`` and, where the section has
+plots, ``plots(records, out_dir) -> [paths]``. ``tests/test_reports.py``
+checks that every registered benchmark has one.
+"""
+
+from . import bucketing, busbw, harness_overhead, overlap, single_process, step_time
+
+SECTIONS = {
+    "busbw": busbw,
+    "harness_overhead": harness_overhead,
+    "overlap": overlap,
+    "step_time": step_time,
+    "bucketing": bucketing,
+    "shard_cache": single_process,
+    "planning": single_process,
+}

@@ -1,0 +1,11 @@
+"""The bucketing section: per-parameter all-reduce against bucketed, overlapped sync."""
+
+from __future__ import annotations
+
+from ..table import cell, table
+
+
+def markdown(records: list[dict]) -> str:
+    return table([{"model": f"{r['model']['class']}: {r['model']['params'] / 1e6:.1f}M params",
+                   "naive (ms)": cell(r, "naive_ms"), "bucketed (ms)": cell(r, "bucketed_ms"),
+                   "speedup": cell(r, "speedup")} for r in records])

@@ -1,0 +1,10 @@
+"""The sections of the pytest-benchmark files (shard caching, planning): one row per benchmark, with what it
+recorded of its input."""
+
+from __future__ import annotations
+
+from ..table import cell, table
+
+
+def markdown(records: list[dict]) -> str:
+    return table([{"name": r["name"], "time (ms)": cell(r, "time_ms"), **r["extra"]} for r in records])
