@@ -21,10 +21,11 @@ from reference.config import DDPConfig
 from reference.ddp import DistributedDataParallel
 
 from .emulation import layer_stack
-from .measurable import lone_rank
+from .measurable import lone_rank, ratio
 from .registry import Benchmark, Metric, Record, figure_of, figures_json
 from .settings import Model
-from .stats import Figure, ratios
+from .sampling import sample
+from .stats import Figure
 from .timing import timed
 
 MODELS = {"small (<10M)": Model(width=512, depth=8, batch=8), "medium (10M-100M)": Model(width=1024, depth=12, batch=8)}
@@ -34,8 +35,9 @@ RECORD = Record({
     "model": "size class the notes name, with width, depth, batch and params",
     "naive_ms": "figure: step with one all-reduce per param after backward",
     "bucketed_ms": "figure: step with the reference's 25 MiB buckets, overlapped",
-    "speedup": "figure: naive step over bucketed step, per round; null when not measurable",
-    "why_not_measurable": "why the speed-up is not given (one rank), or null",
+    "speedup": "figure: naive step over bucketed step, per round; null when refused",
+    "refused": "why the speed-up is not given (benchmarks/measurable.py), or null",
+    "sampling": "rounds, warm-up and why sampling stopped (a fixed count: the speed-up is informative)",
     "world_size": "ranks",
 })
 
@@ -69,18 +71,26 @@ def measure(ctx, settings) -> list[dict]:
             model = settings.real
         naive, bucketed = _steps(ctx, model)
         times = {"naive": [], "bucketed": []}
-        for i in range(settings.warmup + settings.rounds):
+
+        def one_round(i: int, keep: bool) -> float:
             order = (("naive", naive), ("bucketed", bucketed))
+            total = 0.0
             for name, step in order if i % 2 else reversed(order):
-                t = timed(ctx, step) * 1e3
-                if i >= settings.warmup:
-                    times[name].append(t)
+                t = timed(ctx, step)
+                total += t
+                if keep:
+                    times[name].append(t * 1e3)
+            return total
+
+        sampled = sample(ctx, settings.sampling("bucketing", gated=False), one_round, dict)
         params = model.width * model.width * model.depth
-        why = lone_rank(ctx.world_size, "for buckets to save")
-        speedup = None if why else Figure.of(ratios(times["naive"], times["bucketed"]), "x", "higher").to_json()
+        refused = lone_rank(ctx.world_size, "for buckets to save")
+        speedup, refused = (None, refused) if refused else ratio(times["naive"], times["bucketed"], "higher",
+                                                                 "the bucketed step", "ms")
         records.append({"model": {"class": label, "width": model.width, "depth": model.depth,
                                   "batch": model.batch, "params": params},
-                        "world_size": ctx.world_size, "speedup": speedup, "why_not_measurable": why,
+                        "world_size": ctx.world_size, "speedup": speedup.to_json() if speedup else None,
+                        "refused": refused.to_json() if refused else None, "sampling": sampled,
                         **figures_json(naive_ms=Figure.of(times["naive"], "ms", "lower"),
                                        bucketed_ms=Figure.of(times["bucketed"], "ms", "lower"))})
     return records

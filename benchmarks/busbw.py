@@ -10,6 +10,8 @@ buffer and its cached shard views, as the distributed optimizer does.
 Every (size, collective, placement) is measured in rounds after a warm-up;
 in each round every padding is timed once, in an order that rotates, so the
 paddings share the machine's state and their ratio is measured side by side.
+The gated cells (the largest size, in place) calibrate their rounds to the
+ratios' target (``benchmarks.sampling``); the others run the sweep's count.
 A round's sample is the slowest rank's mean time per call over a fixed
 number of back-to-back calls (the same on every rank): on NCCL 20 at every
 size, as nccl-tests times them; on gloo, whose calls take milliseconds, fewer
@@ -30,7 +32,7 @@ algbw alone is recorded.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
@@ -39,7 +41,9 @@ from reference.buffer import shard_buffer
 from reference.collectives import all_gather, reduce_scatter
 from reference.layout import POLICIES, get_policy, pad
 
-from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json
+from .measurable import lone_rank, ratio
+from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
+from .sampling import GATE_RULES, Sampling, sample
 from .stats import Figure
 from .timing import timed
 
@@ -64,8 +68,10 @@ RECORD = Record({
     "algbw_gbps": "figure: nccl-tests algorithm bandwidth, size / time, GB/s (1e9 B/s)",
     "busbw_gbps": "figure: nccl-tests bus bandwidth, GB/s; null at one rank (no bus traffic)",
     "effective_busbw_gbps": "figure: bus bandwidth over the unpadded bucket's bytes only; null at one rank",
-    "effective_ratio_to_unpadded": "figure: effective busbw over unpadded's, per round; null for unpadded and at "
-                                   "one rank",
+    "effective_ratio_to_unpadded": "figure: effective busbw over unpadded's, per round; null for unpadded and "
+                                   "when refused",
+    "refused": "why the ratio is not given (one rank; benchmarks/measurable.py), or null",
+    "sampling": "rounds, warm-up, why sampling stopped, the ratios' targets and whether they were met",
     "wrong": "elements with a wrong value after the collective (checked after timing), summed over ranks",
     "world_size": "ranks",
     "backend": "gloo or nccl",
@@ -185,28 +191,54 @@ def make_buffers(collective: str, placement: str, count: int, n: int, device) ->
 def measure(ctx, settings) -> list[dict]:
     """Every (size, collective, placement) with its paddings interleaved per round; identical on every rank."""
     sweep, n, records = settings.busbw, ctx.world_size, []
+    fixed = Sampling(fixed_rounds=sweep.rounds, fixed_warmup=sweep.warmup)
     for size in sweep.sizes:
         requested = bucket_count(size)
         calls = calls_per_round(size, settings.smoke, ctx.backend)
         for collective in COLLECTIVES:
             for placement in PLACEMENTS:
                 counts = {p: padded_count(requested, p, collective, n) for p in PADDINGS}
-                buffers = {p: make_buffers(collective, placement, c, n, ctx.device) for p, c in counts.items()}
+                buffers = {p: make_buffers(collective, placement, counts[p], n, ctx.device) for p in PADDINGS}
                 ops = {p: b.op(ctx.rank, ctx.group) for p, b in buffers.items()}
-                seconds = {p: [] for p in PADDINGS}
-                for i in range(sweep.warmup + sweep.rounds):
-                    order = PADDINGS[i % len(PADDINGS):] + PADDINGS[: i % len(PADDINGS)]
-                    for p in order:
+                seconds: dict[str, list[float]] = {p: [] for p in PADDINGS}
+
+                def one_round(i: int, keep: bool) -> float:
+                    total = 0.0
+                    for p in PADDINGS[i % len(PADDINGS):] + PADDINGS[: i % len(PADDINGS)]:
                         t = timed(ctx, ops[p], calls)
-                        if i >= sweep.warmup:
+                        total += t
+                        if keep:
                             seconds[p].append(t)
+                    return total
+
+                def ratios() -> dict:
+                    effective = {p: _effective(collective, counts[p], requested, seconds[p], n) for p in PADDINGS}
+                    refused = lone_rank(n, "over a bus")
+                    return {p: (None, refused) if refused else
+                            ratio(effective[p], effective["unpadded"], "higher", "the unpadded effective busbw",
+                                  "GB/s") for p in PADDINGS if p != "unpadded"}
+
+                def targets() -> dict:
+                    return {p: (figure, GATE_RULES["busbw_ratio"].target) for p, (figure, _) in ratios().items()
+                            if figure is not None}
+
+                is_gated = size == sweep.sizes[-1] and placement == GATED_PLACEMENT
+                sampled = sample(ctx, _share(settings, len(COLLECTIVES)) if is_gated else fixed, one_round,
+                                 targets if is_gated else dict)
                 effective = {p: _effective(collective, counts[p], requested, seconds[p], n) for p in PADDINGS}
+                final = ratios()
                 for p in PADDINGS:
-                    ratio = None if p == "unpadded" or n == 1 else \
-                        [e / u for e, u in zip(effective[p], effective["unpadded"])]
-                    records.append(_record(ctx, collective, placement, p, counts[p], requested, seconds[p], calls,
-                                           effective[p], ratio, _wrong(ctx, buffers[p], ops[p])))
+                    figure, refused = final.get(p, (None, None))
+                    records.append({**_record(ctx, collective, placement, p, counts[p], requested, seconds[p], calls,
+                                              effective[p], figure, _wrong(ctx, buffers[p], ops[p])),
+                                    "refused": refused.to_json() if refused else None, "sampling": sampled})
     return records
+
+
+def _share(settings, cells: int) -> Sampling:
+    """The sweep's calibrated sampling, its budget shared among the gated cells."""
+    sampling = settings.sampling("busbw")
+    return replace(sampling, budget_s=sampling.budget_s / cells)
 
 
 def _effective(collective: str, count: int, requested: int, seconds: list[float], n: int) -> list[float]:
@@ -223,7 +255,7 @@ def _wrong(ctx, buffers: Buffers, op) -> int:
     return int(wrong.item())
 
 
-def _record(ctx, collective, placement, policy, count, requested, seconds, calls, effective, ratio, wrong) -> dict:
+def _record(ctx, collective, placement, policy, count, requested, seconds, calls, effective, figure, wrong) -> dict:
     n, size_bytes = ctx.world_size, count * ELEMENT.itemsize
     bus = n > 1
     return {
@@ -236,7 +268,7 @@ def _record(ctx, collective, placement, policy, count, requested, seconds, calls
                                             "GB/s", "higher")),
         "busbw_gbps": _figure_json([bandwidths(collective, size_bytes, s, n)[1] for s in seconds], bus),
         "effective_busbw_gbps": _figure_json(effective, bus),
-        "effective_ratio_to_unpadded": None if ratio is None else Figure.of(ratio, "x", "higher").to_json(),
+        "effective_ratio_to_unpadded": None if figure is None else figure.to_json(),
         "wrong": wrong, "world_size": n, "backend": ctx.backend,
     }
 
@@ -264,8 +296,8 @@ def metrics(records: list[dict]) -> list[Metric]:
             continue
         out.append(absolute(f"busbw_largest/{r['collective']}/{r['policy']}", figure_of(r, "busbw_gbps")))
         if r["effective_ratio_to_unpadded"] is not None:
-            out.append(Metric(f"padding_ratio/{r['collective']}/{r['policy']}", "x", "higher", True,
-                              figure=figure_of(r, "effective_ratio_to_unpadded")))
+            out.append(gated(f"padding_ratio/{r['collective']}/{r['policy']}", "higher",
+                             figure_of(r, "effective_ratio_to_unpadded"), "busbw_ratio", r["sampling"], r["policy"]))
     if records:
         out.append(Metric("wrong/total", "elements", "lower", True, count=sum(r["wrong"] for r in records)))
     return out

@@ -10,8 +10,11 @@ compute. The cycles per second are measured once per device.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from typing import Iterator
 
+import numpy as np
 import torch
 
 from compat.private_torch import cuda_spin
@@ -36,11 +39,38 @@ def cuda_cycles_per_second(device: torch.device) -> float:
 
 
 def busy_for(seconds: float, device: torch.device) -> None:
-    """Take ``seconds``: a spinning kernel on the current CUDA stream, or a sleep on CPU."""
+    """Take ``seconds``: a spinning kernel on the current CUDA stream, or a sleep on CPU (timed, for
+    ``watch_sleeps``: a loaded machine wakes a sleeper late)."""
     if device.type == "cuda":
         cuda_spin()(max(1, int(seconds * cuda_cycles_per_second(device))))
-    else:
-        time.sleep(seconds)
+        return
+    start = time.perf_counter()
+    time.sleep(seconds)
+    if _watchers and seconds > 0:
+        _watchers[-1].append((time.perf_counter() - start) / seconds)
+
+
+_watchers: list[list[float]] = []
+
+
+@contextlib.contextmanager
+def watch_sleeps() -> Iterator[list[float]]:
+    """Every CPU sleep of ``busy_for`` while the block runs, as time slept over time asked."""
+    slept: list[float] = []
+    _watchers.append(slept)
+    try:
+        yield slept
+    finally:
+        _watchers.pop()
+
+
+def sleep_overshoot(ratios: list[float]) -> dict | None:
+    """How late the sleeps woke: n, median, 90th percentile and max of slept over asked; None without sleeps."""
+    if not ratios:
+        return None
+    median, p90 = np.quantile(ratios, [0.5, 0.9])
+    return {"n": len(ratios), "median": round(float(median), 4), "p90": round(float(p90), 4),
+            "max": round(max(ratios), 4)}
 
 
 class BackwardWait(torch.autograd.Function):

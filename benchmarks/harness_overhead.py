@@ -9,9 +9,10 @@
   observation costs a check, not what a user's training pays.
 
 Each pair is measured in alternating rounds (one first in even rounds, the
-other in odd ones), so the ratio per round is taken side by side. At one
-rank the all-reduce moves nothing, so there is no collective for the
-machinery's share to be taken of: the ratios are null, with that reason.
+other in odd ones), so the ratio per round is taken side by side; the
+timing harness's rounds are calibrated to its target (``benchmarks.sampling``).
+At one rank the all-reduce moves nothing, so there is no collective for the
+machinery's share to be taken of: the ratios are refused, with that reason.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import torch.distributed as dist
 from ranks.recording import recording
 
 from .busbw import ELEMENT
-from .measurable import lone_rank
-from .registry import Benchmark, Metric, Record, figure_of, figures_json
-from .stats import Figure
+from .measurable import lone_rank, ratio
+from .registry import Benchmark, Metric, Record, figure_of, gated
+from .sampling import GATE_RULES, sample
 from .timing import timed
 
 COUNT = 2**18  # 1 MiB of fp32
@@ -37,8 +38,9 @@ RECORD = Record({
     "what": "timing harness (timed against a bare loop) or recording group (through a recorder against direct)",
     "count": "elements per all-reduce",
     "calls": "calls per round",
-    "ratio": "figure: per round, the time per call with the machinery over without it; null when not measurable",
-    "why_not_measurable": "why the ratio is not given (one rank), or null",
+    "ratio": "figure: per round, the time per call with the machinery over without it; null when refused",
+    "refused": "why the ratio is not given (benchmarks/measurable.py), or null",
+    "sampling": "rounds, warm-up, why sampling stopped, the target and whether it was met",
     "world_size": "ranks",
 })
 
@@ -55,42 +57,53 @@ def bare_loop(ctx, op, calls: int) -> float:
     return float(elapsed.item())
 
 
-def side_by_side(rounds: int, warmup: int, with_it, without_it) -> list[float]:
-    """Per round, ``with_it()`` over ``without_it()``, the order alternating from round to round."""
-    ratios = []
-    for i in range(warmup + rounds):
-        if i % 2 == 0:
-            a, b = with_it(), without_it()
-        else:
-            b, a = without_it(), with_it()
-        if i >= warmup:
-            ratios.append(a / b)
-    return ratios
+def side_by_side(ctx, sampling, with_it, without_it, gated_as: str | None) -> tuple[dict, dict]:
+    """``with_it()`` and ``without_it()`` per round, the order alternating; the record of the pair (its ratio or
+    why it is refused, and how it was sampled). ``gated_as``: the gate rule its rounds are calibrated to."""
+    times: dict[str, list[float]] = {"with": [], "without": []}
+
+    def one_round(i: int, keep: bool) -> float:
+        pair = (("with", with_it), ("without", without_it))
+        total = 0.0
+        for name, op in pair if i % 2 == 0 else reversed(pair):
+            t = op()
+            total += t
+            if keep:
+                times[name].append(t)
+        return total
+
+    def targets() -> dict:
+        figure, _ = ratio(times["with"], times["without"], "lower", "the time without it", "s")
+        return {"ratio": (figure, GATE_RULES[gated_as].target)} if figure is not None and gated_as else {}
+
+    sampled = sample(ctx, sampling, one_round, targets)
+    figure, refused = ratio(times["with"], times["without"], "lower", "the time without it", "s")
+    return {"ratio": figure.to_json() if figure else None, "refused": refused.to_json() if refused else None}, sampled
 
 
 def measure(ctx, settings) -> list[dict]:
     calls = 1 if settings.smoke else CALLS
-    why = lone_rank(ctx.world_size, "for the machinery to add to")
-    if why:
+    refused = lone_rank(ctx.world_size, "for the machinery to add to")
+    if refused:
         return [{"what": what, "count": count, "calls": 0, "world_size": ctx.world_size, "ratio": None,
-                 "why_not_measurable": why}
+                 "refused": refused.to_json(), "sampling": None}
                 for what, count in (("timing harness", COUNT), ("recording group", SMALL), ("recording group", COUNT))]
     tensor = torch.ones(COUNT, dtype=ELEMENT, device=ctx.device)
     reduce = lambda: dist.all_reduce(tensor, group=ctx.group)  # noqa: E731
-    harness = side_by_side(settings.rounds, settings.warmup, lambda: timed(ctx, reduce, calls),
-                           lambda: bare_loop(ctx, reduce, calls))
+    harness, sampled = side_by_side(ctx, settings.sampling("harness_overhead"), lambda: timed(ctx, reduce, calls),
+                                    lambda: bare_loop(ctx, reduce, calls), "ratio")
     records = [{"what": "timing harness", "count": COUNT, "calls": calls, "world_size": ctx.world_size,
-                "why_not_measurable": None, **figures_json(ratio=Figure.of(harness, "x", "lower"))}]
+                "sampling": sampled, **harness}]
     recorder = recording(ctx.group)
     for count in (SMALL, COUNT):
         data = torch.ones(count, dtype=ELEMENT, device=ctx.device)
         through = lambda: dist.all_reduce(data, group=recorder)  # noqa: E731
         direct = lambda: dist.all_reduce(data, group=ctx.group)  # noqa: E731
-        ratios = side_by_side(settings.rounds, settings.warmup, lambda: bare_loop(ctx, through, calls),
-                              lambda: bare_loop(ctx, direct, calls))
+        pair, sampled = side_by_side(ctx, settings.sampling("harness_overhead", gated=False),
+                                     lambda: bare_loop(ctx, through, calls), lambda: bare_loop(ctx, direct, calls), None)
         recorder.clear()  # the record of these calls is not wanted
         records.append({"what": "recording group", "count": count, "calls": calls, "world_size": ctx.world_size,
-                        "why_not_measurable": None, **figures_json(ratio=Figure.of(ratios, "x", "lower"))})
+                        "sampling": sampled, **pair})
     return records
 
 
@@ -98,7 +111,7 @@ def metrics(records: list[dict]) -> list[Metric]:
     out = []
     for r in (r for r in records if r["ratio"] is not None):
         if r["what"] == "timing harness":
-            out.append(Metric("harness/overhead_ratio", "x", "lower", True, figure=figure_of(r, "ratio")))
+            out.append(gated("harness/overhead_ratio", "lower", figure_of(r, "ratio"), "ratio", r["sampling"], "ratio"))
         else:
             out.append(Metric(f"harness/recorder_overhead_ratio/{r['count']}", "x", "lower", False,
                               figure=figure_of(r, "ratio")))

@@ -1,18 +1,109 @@
-"""Figures that have nothing to measure in a setup: null, with the reason, never a number.
+"""Figures a setup cannot give, and values that cannot be: refused with the reason, never a number.
 
-A figure about communication needs communication. At one rank nothing
-crosses a bus: a collective over one rank is a local copy at most, so an
-overlap efficiency, a bucketing speed-up or a bus bandwidth has no
-denominator there. Such a figure is recorded as null with this reason; the
-metrics leave it out (nothing is gated or trended) and the claims table says
-"not measured" with the reason.
+Two kinds of refusal, recorded beside the figure they replace (a record's
+``refused``); a refused figure is null, and is never gated, trended, plotted
+or given a claims verdict:
+
+- **not measurable here**: the figure has no denominator in this setup. At
+  one rank nothing crosses a bus (``lone_rank``); in general, a ratio or an
+  efficiency whose denominator cannot be told from its own noise
+  (``noise_bound``): its median is not above zero, its 95% interval reaches
+  zero, or it is smaller than its own interquartile range.
+- **measurement failure**: the samples say something impossible happened
+  (``outside``, ``below_zero``): an efficiency outside [0, 1], an overlapped
+  step faster than compute alone beyond noise. The figure is not reported,
+  and what to try is named.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
 
-def lone_rank(world_size: int, what: str) -> str | None:
-    """Why a figure about communication ``what`` (e.g. "to hide") has nothing to measure, or None."""
+from scipy import stats
+
+from .stats import Figure
+
+NOT_MEASURABLE = "not measurable here"
+FAILURE = "measurement failure"
+REMEDY = ("more rounds (a larger --budget for it), a quieter node, or the benchmark alone "
+          "(--benchmark {benchmark})")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    kind: str
+    why: str
+    remedy: str = ""
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "why": self.why, "remedy": self.remedy}
+
+
+def refusal_text(refused: dict) -> str:
+    """One line for a table cell or a claim: 'measurement failure: ...; try ...'."""
+    return f"{refused['kind']}: {refused['why']}" + (f"; try {refused['remedy']}" if refused.get("remedy") else "")
+
+
+def lone_rank(world_size: int, what: str) -> Refusal | None:
+    """At one rank a figure about communication ``what`` (e.g. "to hide") has no denominator."""
     if world_size == 1:
-        return f"one rank: nothing is communicated, so there is no communication {what}"
+        return Refusal(NOT_MEASURABLE, f"one rank: nothing is communicated, so there is no communication {what}")
     return None
+
+
+def noise_bound(denominator: Sequence[float], what: str, unit: str) -> Refusal | None:
+    """Why ``denominator`` (per-round samples of ``what``, in ``unit``) cannot divide anything, or None."""
+    figure = Figure.of(denominator, unit, "lower")
+    if figure.median <= 0:
+        return Refusal(NOT_MEASURABLE, f"{what} = {_show(figure.median, unit)}: not above zero")
+    interval = figure.interval
+    if interval is not None and interval[0] <= 0:
+        return Refusal(NOT_MEASURABLE, f"{what}'s 95% interval reaches zero ({_show(interval[0], unit)} to "
+                                       f"{_show(interval[1], unit)})")
+    iqr = float(stats.iqr(figure.samples))
+    if figure.n > 1 and figure.median < iqr:
+        return Refusal(NOT_MEASURABLE, f"{what} = {_show(figure.median, unit)}, below its own spread "
+                                       f"(IQR {_show(iqr, unit)})")
+    return None
+
+
+def outside(figure: Figure, low: float, high: float, what: str, benchmark: str, below: str = "", above: str = ""
+            ) -> Refusal | None:
+    """A measurement failure when ``figure``'s median lies outside [low, high], where the quantity has no
+    meaning; ``below`` and ``above`` say what such a value means on either side."""
+    if low <= figure.median <= high:
+        return None
+    meaning = below if figure.median < low else above
+    return Refusal(FAILURE, f"{what} = {figure.median:.3g}, outside [{low:g}, {high:g}]" + (f" ({meaning})"
+                                                                                           if meaning else ""),
+                   REMEDY.format(benchmark=benchmark))
+
+
+def below_zero(difference: Figure, what: str, benchmark: str) -> Refusal | None:
+    """A measurement failure when ``difference`` (per-round samples of ``what``) is below zero beyond noise: its
+    whole interval under zero."""
+    interval = difference.interval
+    if interval is None or interval[1] >= 0:
+        return None
+    return Refusal(FAILURE, f"{what} was below zero beyond noise (95% interval {_show(interval[0], difference.unit)} "
+                            f"to {_show(interval[1], difference.unit)}), which cannot happen",
+                   REMEDY.format(benchmark=benchmark))
+
+
+def ratio(numerators: Sequence[float], denominators: Sequence[float], better: str, what: str, unit: str
+          ) -> tuple[Figure | None, Refusal | None]:
+    """Per-round ratios of two figures measured side by side (the denominators ``what``, in ``unit``), or None with
+    why the denominator cannot divide."""
+    if len(numerators) != len(denominators):
+        raise ValueError(f"ratio: got {len(numerators)} and {len(denominators)} samples, but should be one pair per "
+                         "round")
+    refused = noise_bound(denominators, what, unit)
+    if refused:
+        return None, refused
+    return Figure.of([a / b for a, b in zip(numerators, denominators)], "x", better), None
+
+
+def _show(value: float, unit: str) -> str:
+    """Seconds read as ms; other units as they are."""
+    return f"{value * 1e3:.3g} ms" if unit == "s" else f"{value:.3g} {unit}".rstrip()

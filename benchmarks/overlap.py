@@ -29,9 +29,13 @@ measured no communication to hide; such rounds are dropped and counted.
 When there is no communication to hide, the efficiency is **not measurable
 here** and no figure is given: at one rank (nothing is communicated; a
 collective over one rank is a local copy at most), or when the
-communication itself (serial - compute) cannot be told from noise (its 95%
-interval reaches 0, or its median is below its own interquartile range or
-the compute step's). The **ideal** for the same schedule: bucket k is ready when k
+communication itself (serial - compute) cannot be told from noise
+(``benchmarks.measurable.noise_bound``, or below the compute step's own
+interquartile range). An efficiency outside [0, 1], or an overlapped step
+below the compute step beyond noise, is a **measurement failure**: refused,
+with what to try. The emulated efficiency is gated, and its rounds are
+calibrated to its target (``benchmarks.sampling``); the real mode, which is
+informative, runs a fixed count. The **ideal** for the same schedule: bucket k is ready when k
 layers' backward is done (``c`` each: the compute step's backward over the
 depth) and the collectives (``a`` each: the serial step's communication over
 the depth) run one at a time; the last bucket's collective can never hide.
@@ -52,9 +56,10 @@ import torch.distributed as dist
 from ranks.recording import recording
 from reference.config import DDPConfig
 
-from .emulation import layer_stack
-from .measurable import lone_rank
-from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json
+from .emulation import layer_stack, sleep_overshoot, watch_sleeps
+from .measurable import NOT_MEASURABLE, Refusal, below_zero, lone_rank, noise_bound, outside
+from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
+from .sampling import GATE_RULES, sample
 from .settings import Model
 from .stats import Figure
 from .timeline import host_step, profiled_step
@@ -74,12 +79,16 @@ RECORD = Record({
     "overlap_ms": "figure: step with the implementation's gradient sync",
     "serial_ms": "figure: step with one all-reduce per layer after backward",
     "communication_ms": "figure: serial - compute per round: the communication there is to hide",
-    "measurable": "whether the communication stands out of the compute step's noise (else no efficiency)",
-    "why_not_measurable": "why the efficiency is not given, or null",
+    "refused": "why the efficiency is not given (kind: not measurable here, or measurement failure; why; "
+               "remedy), or null (benchmarks/measurable.py)",
     "dropped_rounds": "rounds left out of the efficiency because serial was not slower than compute",
-    "efficiency": "figure: (serial - overlap) / (serial - compute), per kept round; null when not measurable",
+    "efficiency": "figure: (serial - overlap) / (serial - compute), per kept round; null when refused",
     "ideal": "efficiency of the ideal schedule for the measured per-layer compute and per-bucket collective",
-    "share": "figure: efficiency over ideal, per kept round; null when not measurable",
+    "share": "figure: efficiency over ideal, per kept round; null when refused",
+    "sampling": "rounds, warm-up, why sampling stopped, each gated figure's target and whether it was met "
+                "(benchmarks/sampling.py)",
+    "sleep_overshoot": "the emulated compute's sleeps on CPU, time slept over time asked: n, median, p90, max; "
+                       "null on CUDA and in real mode",
     "timeline": "one overlapped step: backward spans per layer and collective spans (launch to completion), "
                 "ms from the step's start; null in real mode",
     "world_size": "ranks",
@@ -170,51 +179,77 @@ def measure(ctx, settings) -> list[dict]:
     records = []
     for mode in MODES:
         model = settings.emulated if mode == "emulated" else settings.real
-        rounds = settings.emulated_rounds if mode == "emulated" else settings.rounds
         collective_s = bucket_collective_s(ctx, model)
         wait_s = model.wait_ratio * collective_s
         steps = {impl.name: Steps(ctx, impl, model, wait_s) for impl in impls}
         times = {(name, v): [] for name in steps for v in VARIANTS}
         layer = {name: [] for name in steps}
-        for i in range(settings.warmup + rounds):
-            names = list(steps)[i % len(steps):] + list(steps)[: i % len(steps)]
-            for name in names:
-                variants = VARIANTS[i % 3:] + VARIANTS[: i % 3]
-                for variant in variants:
+
+        def one_round(i: int, keep: bool) -> float:
+            total = 0.0
+            for name in list(steps)[i % len(steps):] + list(steps)[: i % len(steps)]:
+                for variant in VARIANTS[i % 3:] + VARIANTS[: i % 3]:
                     t = steps[name].run(variant)
-                    if i >= settings.warmup:
+                    total += t
+                    if keep:
                         times[(name, variant)].append(t)
-                if i >= settings.warmup:
+                if keep:
                     layer[name].append(steps[name].backward_s / model.depth)
+            return total
+
+        def gated() -> dict:
+            if mode != "emulated":
+                return {}
+            efficiencies = {name: efficiency_of(*(times[(name, v)] for v in VARIANTS), world_size=ctx.world_size)
+                            for name in steps}
+            return {name: (figure, GATE_RULES["efficiency"].target)
+                    for name, (figure, refused) in efficiencies.items() if figure is not None and refused is None}
+
+        with watch_sleeps() as sleeps:
+            sampled = sample(ctx, settings.sampling("overlap", gated=mode == "emulated"), one_round, gated)
+        overshoot = sleep_overshoot(sleeps) if mode == "emulated" and ctx.device.type == "cpu" else None
         for impl in impls:
             timeline = record_timeline(ctx, impl, model, wait_s) if mode == "emulated" else None
-            records.append(_record(ctx, mode, impl.name, model, collective_s, wait_s, times, layer[impl.name],
-                                   timeline))
+            records.append({**_record(ctx, mode, impl.name, model, collective_s, wait_s, times, layer[impl.name],
+                                      timeline), "sampling": sampled, "sleep_overshoot": overshoot})
     return records
 
 
 def communication_check(compute: list[float], serial: list[float], *, world_size: int
-                        ) -> tuple[Figure, str | None]:
+                        ) -> tuple[Figure, Refusal | None]:
     """The communication per round (serial - compute), and why there is none to hide or it cannot be told from
     noise, if so."""
     communication = Figure.of([s - c for c, s in zip(compute, serial)], "s", "lower")
+    refused = lone_rank(world_size, "to hide") or noise_bound(communication.samples, "serial - compute", "s")
+    if refused:
+        return communication, refused
     noise = Figure.of(compute, "s", "lower")
-    interval = communication.interval
-    lone = lone_rank(world_size, "to hide")
-    if lone:
-        return communication, lone
-    if communication.median <= 0:
-        return communication, "the serial step was not slower than the compute step"
-    if interval is not None and interval[0] <= 0:
-        return communication, (f"serial - compute = {communication.median * 1e3:.3g} ms, its 95% interval reaching "
-                               f"{interval[0] * 1e3:.3g} ms: no communication stands out")
     if noise.n > 1 and communication.median < _iqr(noise):
-        return communication, (f"serial - compute = {communication.median * 1e3:.3g} ms, below the compute step's "
-                               f"own spread (IQR {_iqr(noise) * 1e3:.3g} ms)")
-    if communication.n > 1 and communication.median < _iqr(communication):
-        return communication, (f"serial - compute = {communication.median * 1e3:.3g} ms, below its own spread "
-                               f"(IQR {_iqr(communication) * 1e3:.3g} ms)")
+        return communication, Refusal(NOT_MEASURABLE, f"serial - compute = {communication.median * 1e3:.3g} ms, below "
+                                                      f"the compute step's own spread (IQR {_iqr(noise) * 1e3:.3g} ms)")
     return communication, None
+
+
+def efficiency_of(compute: list[float], overlap: list[float], serial: list[float], *, world_size: int
+                  ) -> tuple[Figure | None, Refusal | None]:
+    """The efficiency over the rounds whose serial step was slower than compute, or None and why it is refused:
+    no communication to hide, none kept, a value outside [0, 1], or an overlapped step faster than compute."""
+    _, refused = communication_check(compute, serial, world_size=world_size)
+    if refused:
+        return None, refused
+    kept = [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c]
+    if not kept:
+        return None, Refusal(NOT_MEASURABLE, "no round's serial step was slower than its compute step")
+    efficiency = Figure.of(kept, "", "higher", "absolute")
+    refused = (below_zero(Figure.of([o - c for c, o in zip(compute, overlap)], "s", "lower"),
+                          "the overlapped step minus the compute step", "overlap")
+               or outside(efficiency, 0.0, 1.0, "the efficiency", "overlap", below=BELOW, above=ABOVE))
+    return (None, refused) if refused else (efficiency, None)
+
+
+BELOW = ("the overlapped step was slower than the serial one: overlapping cost more than it hid, the schedule's "
+         "compute and communication fighting for the cores")
+ABOVE = "the overlapped step was faster than compute alone, which cannot happen"
 
 
 def _iqr(figure: Figure) -> float:
@@ -223,12 +258,12 @@ def _iqr(figure: Figure) -> float:
 
 def _record(ctx, mode, name, model: Model, collective_s, wait_s, times, layer_s: list[float], timeline) -> dict:
     compute, overlap, serial = (times[(name, v)] for v in VARIANTS)
-    communication, why = communication_check(compute, serial, world_size=ctx.world_size)
+    communication, _ = communication_check(compute, serial, world_size=ctx.world_size)
+    efficiency, refused = efficiency_of(compute, overlap, serial, world_size=ctx.world_size)
     kept = [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c]
     per_layer = [(s - c) / model.depth for c, s in zip(compute, serial)]
     ideal = ideal_efficiency(model.depth, Figure.of(layer_s, "s", "lower").median,
                              Figure.of(per_layer, "s", "lower").median)
-    measurable = why is None and bool(kept)
     return {
         "mode": mode, "impl": name, "model": asdict(model), "collective_ms": collective_s * 1e3,
         "wait_ms": wait_s * 1e3,
@@ -236,11 +271,11 @@ def _record(ctx, mode, name, model: Model, collective_s, wait_s, times, layer_s:
                        overlap_ms=Figure.of([t * 1e3 for t in overlap], "ms", "lower"),
                        serial_ms=Figure.of([t * 1e3 for t in serial], "ms", "lower"),
                        communication_ms=Figure.of([t * 1e3 for t in communication.samples], "ms", "lower")),
-        "measurable": measurable, "why_not_measurable": why if why or kept else "no round kept",
+        "refused": refused.to_json() if refused else None,
         "dropped_rounds": len(compute) - len(kept),
-        "efficiency": Figure.of(kept, "", "higher", "absolute").to_json() if measurable else None,
+        "efficiency": efficiency.to_json() if efficiency else None,
         "ideal": ideal,
-        "share": Figure.of([e / ideal for e in kept], "", "higher", "absolute").to_json() if measurable else None,
+        "share": Figure.of([e / ideal for e in kept], "", "higher", "absolute").to_json() if efficiency else None,
         "timeline": timeline, "world_size": ctx.world_size, "backend": ctx.backend,
     }
 
@@ -264,9 +299,11 @@ def metrics(records: list[dict]) -> list[Metric]:
     out = []
     for r in records:
         key = f"overlap/{r['mode']}/{r['impl']}"
-        if r["efficiency"] is not None:
-            out.append(Metric(f"{key}/efficiency", "", "higher", r["mode"] == "emulated",
-                              figure=figure_of(r, "efficiency")))
+        if r["efficiency"] is not None and r["mode"] == "emulated":
+            out.append(gated(f"{key}/efficiency", "higher", figure_of(r, "efficiency"), "efficiency",
+                             r["sampling"], r["impl"]))
+        elif r["efficiency"] is not None:
+            out.append(Metric(f"{key}/efficiency", "", "higher", False, figure=figure_of(r, "efficiency")))
         for variant in VARIANTS:
             out.append(absolute(f"{key}/{variant}_ms", figure_of(r, f"{variant}_ms")))
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .sampling import GATE_RULES
 from .stats import Figure
 
 
@@ -30,6 +31,8 @@ class Metric:
     count: float | None = None
     threshold: float | None = None
     """The practical threshold of this metric, when it is not the comparison's default."""
+    sampling: dict | None = None
+    """For a gated figure sampled to a target: the target, whether it was met, and the rounds taken."""
 
     def __post_init__(self) -> None:
         if (self.figure is None) == (self.count is None):
@@ -47,6 +50,8 @@ class Metric:
             data["figure"] = self.figure.to_json()
         if self.threshold is not None:
             data["threshold"] = self.threshold
+        if self.sampling is not None:
+            data["sampling"] = self.sampling
         return data
 
 
@@ -88,6 +93,23 @@ class Benchmark:
 # (reports/gate_check.py). They are informative, with this practical threshold; what is gated is measured
 # side by side in one run (ratios, efficiencies) or counted.
 ABSOLUTE_THRESHOLD = 0.25
+
+
+def gated(key: str, better: str, figure: Figure, rule: str, sampled: dict | None = None,
+          target_key: str | None = None) -> Metric:
+    """A gated metric under its gate rule (``benchmarks.sampling.GATE_RULES``): the rule's threshold, and what
+    sampling achieved for it (``sampled``: a benchmark's sampling record; ``target_key``: its figure there).
+
+    A figure whose calibrated sampling missed its target is too wide to gate by that rule: it is informative
+    for this run, and the report says so and names what looked wrong on the machine."""
+    entry = (sampled or {}).get("targets", {}).get(target_key) if target_key is not None else None
+    sampling = None
+    if sampled is not None:
+        sampling = {"target": GATE_RULES[rule].target.label(), "rounds": sampled["rounds"],
+                    "met": None if entry is None else entry["met"], "stopped": sampled["stopped"]}
+    missed = sampling is not None and sampling["met"] is False and sampling["stopped"] != "fixed rounds"
+    return Metric(key, figure.unit, better, not missed, figure=figure, threshold=GATE_RULES[rule].threshold,
+                  sampling=sampling)
 
 
 def absolute(key: str, figure: Figure) -> Metric:

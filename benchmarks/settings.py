@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .busbw import Sweep
+from .sampling import Sampling
 
 DEFAULT_IMPLS = ("reference", "torch", "megatron", "fsdp2", "replicate", "deepspeed")
 GLOO_LARGEST = 2**24  # bytes: 16 MiB, what two local gloo ranks sweep in seconds
 NCCL_LARGEST = 2**30  # bytes: 1 GiB, where upstream's 40M-element buckets live
 NCCL_EMULATED_WIDTH = 4096  # 64 MiB fp32 buckets
+INFORMATIVE_ROUNDS = 15
+BUDGETS = {"busbw": 45.0, "harness_overhead": 20.0, "overlap": 120.0, "step_time": 90.0}
+"""Seconds of calibrated rounds of each benchmark with gated figures (its warm-up and informative parts
+aside): on 2 shared cores the whole job's benchmarks take about 7 minutes."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,13 @@ class Model:
 @dataclass(frozen=True)
 class BenchSettings:
     busbw: Sweep = field(default_factory=lambda: Sweep.geometric(2**10, GLOO_LARGEST, rounds=10))
-    rounds: int = 15
-    """Samples per figure of the real-compute overlap, step-time, bucketing and harness benchmarks."""
-    emulated_rounds: int = 30
-    """Samples per emulated-overlap figure: its efficiency is gated, and a difference of differences."""
-    warmup: int = 3
+    rounds: int | None = None
+    """A fixed count of rounds for every figure (smoke mode: 1). None: the rounds of the gated figures are
+    calibrated to their targets within the benchmark's budget (``budgets``), and the informative figures get
+    ``INFORMATIVE_ROUNDS``."""
+    warmup: int | None = None
+    """A fixed warm-up (smoke mode: none). None: calibrated, rounds dropped until the round's time settles."""
+    budgets: dict[str, float] = field(default_factory=lambda: dict(BUDGETS))
     impls: tuple[str, ...] = DEFAULT_IMPLS
     """Implementations (ddp level) whose overlap and step time are measured, side by side."""
     emulated: Model = Model(batch=4, wait_ratio=1.0)
@@ -55,8 +62,15 @@ class BenchSettings:
             changes.setdefault("emulated", Model(width=NCCL_EMULATED_WIDTH, batch=4, wait_ratio=1.0))
         return cls(busbw=Sweep.geometric(2**10, top, rounds=10), **changes)
 
+    def sampling(self, benchmark: str, gated: bool = True) -> Sampling:
+        """How ``benchmark`` samples: calibrated to its gated figures' targets within its budget, unless the
+        count is fixed or its figures are informative."""
+        if self.rounds is not None or not gated:
+            return Sampling(fixed_rounds=self.rounds or INFORMATIVE_ROUNDS, fixed_warmup=self.warmup)
+        return Sampling(budget_s=self.budgets[benchmark], fixed_warmup=self.warmup)
+
     def smoked(self) -> "BenchSettings":
         """Each benchmark once on tiny inputs: proves the code paths and checks; the timings mean nothing."""
         tiny = Model(width=64, depth=3, batch=4)
-        return replace(self, busbw=Sweep.geometric(2**10, 2**12, rounds=1, warmup=0), rounds=1, emulated_rounds=1,
-                       warmup=0, emulated=replace(tiny, wait_ratio=1.0), real=tiny, smoke=True)
+        return replace(self, busbw=Sweep.geometric(2**10, 2**12, rounds=1, warmup=0), rounds=1, warmup=0,
+                       emulated=replace(tiny, wait_ratio=1.0), real=tiny, smoke=True)

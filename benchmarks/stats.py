@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 from scipy import stats
@@ -108,14 +108,6 @@ class Figure:
     @classmethod
     def from_json(cls, data: dict) -> Figure:
         return cls(tuple(data["samples"]), data["unit"], data["better"], data.get("spread_kind", "relative"))
-
-
-def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[float]:
-    """Per-round ratios of two figures measured side by side (same length: one pair per round)."""
-    if len(numerators) != len(denominators):
-        raise ValueError(f"ratios: got {len(numerators)} and {len(denominators)} samples, "
-                         "but should be one pair per round")
-    return [a / b for a, b in zip(numerators, denominators)]
 
 
 def describe(figure: Figure, digits: int = 4) -> str:

@@ -4,7 +4,8 @@ Each round times one training step (forward, backward, gradient sync, SGD
 step, zeroing) of every implementation and of plain torch DDP on the same
 model, data and bucket size, in an order that rotates from round to round,
 so machine noise hits them alike; the figure per implementation is the
-per-round ratio to torch DDP. Goal for the reference: <= 1.05 at world size 2.
+per-round ratio to torch DDP, gated, its rounds calibrated to its target
+(``benchmarks.sampling``). Goal for the reference: <= 1.05 at world size 2.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import torch
 from reference.config import DDPConfig
 
 from .emulation import layer_stack
-from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json
-from .stats import Figure, ratios
+from .measurable import ratio
+from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
+from .sampling import GATE_RULES, sample
+from .stats import Figure
 from .timing import timed
 
 BASELINE = "torch DDP (plain)"
@@ -25,7 +28,9 @@ RECORD = Record({
     "impl": "implementation",
     "impl_ms": "figure: the implementation's step",
     "torch_ddp_ms": "figure: plain torch DDP's step in the same rounds",
-    "ratio": "figure: the implementation's step over torch DDP's, per round",
+    "ratio": "figure: the implementation's step over torch DDP's, per round; null when refused",
+    "refused": "why the ratio is not given (benchmarks/measurable.py), or null",
+    "sampling": "rounds, warm-up, why sampling stopped, each ratio's target and whether it was met",
     "model": "width, depth and batch",
     "world_size": "ranks",
 })
@@ -73,25 +78,43 @@ def measure(ctx, settings) -> list[dict]:
              for i in impls if i.unavailable is None and "ddp" in i.capabilities}
     steps[BASELINE] = _baseline_step(ctx, model, x)
     times = {name: [] for name in steps}
-    for i in range(settings.warmup + settings.rounds):
-        names = list(steps)[i % len(steps):] + list(steps)[: i % len(steps)]
-        for name in names:
+    order = list(steps)
+
+    def one_round(i: int, keep: bool) -> float:
+        total = 0.0
+        for name in order[i % len(order):] + order[: i % len(order)]:
             t = timed(ctx, steps[name])
-            if i >= settings.warmup:
+            total += t
+            if keep:
                 times[name].append(t * 1e3)
-    base = times.pop(BASELINE)
-    return [{"impl": name, "model": {"width": model.width, "depth": model.depth, "batch": model.batch},
-             "world_size": ctx.world_size,
-             **figures_json(impl_ms=Figure.of(t, "ms", "lower"), torch_ddp_ms=Figure.of(base, "ms", "lower"),
-                            ratio=Figure.of(ratios(t, base), "x", "lower"))}
-            for name, t in times.items()]
+        return total
+
+    def ratios() -> dict:
+        return {name: ratio(times[name], times[BASELINE], "lower", "torch DDP's step", "ms")
+                for name in order if name != BASELINE}
+
+    def targets() -> dict:
+        return {name: (figure, GATE_RULES["ratio"].target) for name, (figure, refused) in ratios().items()
+                if figure is not None}
+
+    sampled = sample(ctx, settings.sampling("step_time"), one_round, targets)
+    base = times[BASELINE]
+    records = []
+    for name, (figure, refused) in ratios().items():
+        records.append({"impl": name, "model": {"width": model.width, "depth": model.depth, "batch": model.batch},
+                        "world_size": ctx.world_size, "sampling": sampled,
+                        "ratio": figure.to_json() if figure else None, "refused": refused.to_json() if refused else None,
+                        **figures_json(impl_ms=Figure.of(times[name], "ms", "lower"),
+                                       torch_ddp_ms=Figure.of(base, "ms", "lower"))})
+    return records
 
 
 def metrics(records: list[dict]) -> list[Metric]:
     out = []
     for r in records:
-        out.append(Metric(f"step_time/{r['impl']}/ratio_to_torch_ddp", "x", "lower", True,
-                          figure=figure_of(r, "ratio")))
+        if r["ratio"] is not None:
+            out.append(gated(f"step_time/{r['impl']}/ratio_to_torch_ddp", "lower", figure_of(r, "ratio"), "ratio",
+                             r["sampling"], r["impl"]))
         out.append(absolute(f"step_time/{r['impl']}/ms", figure_of(r, "impl_ms")))
     return out
 

@@ -4,7 +4,9 @@ Every node records what its figures depend on: host, torch build, NCCL
 version and every ``NCCL_*`` setting, and, with NVIDIA GPUs, NVML's devices
 (compute mode included), links, P2P and topology, the NVLink traffic of the
 benchmarks, and telemetry sampled while they ran (SM clock, power,
-temperature, utilization): a GPU that throttled or sat idle explains a figure.
+temperature, utilization): a GPU that throttled or sat idle explains a figure;
+and what made the host noisy (``noise``: load, governors and frequencies,
+other processes' share of the CPUs).
 The NVML module is a parameter (``nvml=None`` imports pynvml) so tests can
 hand in a fake.
 """
@@ -17,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from .noise import NoiseProbe
 from .nvml import is_unsupported, load_nvml, query, start_nvml, stop_nvml
 from .probe import collect_hardware
 from .nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
@@ -94,9 +97,11 @@ class NodeProbe:
         self.ctx, self.nvml = ctx, nvml
         self.nvlink_before = nvlink_throughput_sample(nvml)
         self.telemetry = Telemetry(nvml).start()
+        self.noise = NoiseProbe().start()
         self.started = time.monotonic()
 
     def finish(self) -> dict:
+        noise = self.noise.stop()
         telemetry = self.telemetry.stop()
         after = nvlink_throughput_sample(self.nvml)
         hardware = collect_hardware(self.nvml)
@@ -113,6 +118,7 @@ class NodeProbe:
             "nvlink_delta": nvlink_throughput_delta(self.nvlink_before, after)
             if self.nvlink_before and after else None,
             "telemetry": telemetry,
+            "noise": noise,
             "benchmark_seconds": time.monotonic() - self.started,
         }
 

@@ -14,11 +14,15 @@ their counts are exact) several times back to back on this machine and:
 3. **sensitivity**: ``--tries`` times, measures the reference's step time,
    then slows it by 2.5%, 5%, 10% and 20% of that step (``--slowdowns``) and
    compares each with the normal run: the share of tries in which the gate
-   flags the step-time ratio, per slowdown. With a practical threshold of 10%
-   the gate is meant to pass over a 5% slowdown and catch 20%.
+   flags the step-time ratio, per slowdown, and what each run cost. The
+   ratio's gate rule (``benchmarks.sampling.GATE_RULES``: threshold 4%,
+   rounds sampled to a ±2% interval) is meant to pass over 2.5% and catch 5%.
 
-It is a benchmark, not a test: it takes about half an hour on 2 cores, and its
-figures belong in the README, with the date and the machine.
+Every run samples as the nightly job does, each benchmark within its time
+budget; ``--budget BENCHMARK=SECONDS`` (repeatable) changes one, to see what
+a larger budget buys. It is a benchmark, not a test: it takes most of an hour
+on 2 cores, and its figures belong in docs/nightly.md (the latest curve in
+the README), with the date, the commit and the machine.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -47,17 +52,27 @@ SLOWDOWNS = (0.025, 0.05, 0.10, 0.20)
 PARTS = ("identical", "slowed", "sensitivity")
 
 
+BUDGETS: list[str] = []
+"""``--budget`` arguments handed to every run of the main job."""
+
+
 def main_job(out: Path, *args: str, world_size: int, slowdown_ms: float | None = None) -> Path:
-    """One run of ``python -m reports --no-suites`` into ``out``; the new run's directory."""
+    """One run of ``python -m reports --no-suites`` into ``out``; the new run's directory (its seconds in
+    ``SECONDS``)."""
     before = set(run_names(out))
     command = [sys.executable, "-m", "reports", "--no-suites", "--out", str(out), "--world-size", str(world_size),
-               *args]
+               *(f"--budget={b}" for b in BUDGETS), *args]
     env = {**os.environ, **({SLOWDOWN_ENV: f"{slowdown_ms:.6g}"} if slowdown_ms is not None else {})}
     print(f"[gate check] {' '.join(command[1:])}" + (f" ({SLOWDOWN_ENV}={slowdown_ms:.3g})"
                                                      if slowdown_ms is not None else ""), file=sys.stderr, flush=True)
+    start = time.monotonic()
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=env)
     (new,) = set(run_names(out)) - before
+    SECONDS[out / new] = time.monotonic() - start
     return out / new
+
+
+SECONDS: dict[Path, float] = {}
 
 
 def identical(out: Path, runs: int, world_size: int) -> list[dict]:
@@ -67,6 +82,7 @@ def identical(out: Path, runs: int, world_size: int) -> list[dict]:
         changes = compare_runs(old, new)
         flagged = [c for c in changes if c.status in FLAGGED]
         rows.append({"old": old.name, "new": new.name, "metrics": len(changes),
+                     "run (s)": f"{SECONDS[old]:.0f}, {SECONDS[new]:.0f}",
                      "gated regressions": sum(c.gated and c.status == "regression" for c in changes),
                      "flagged": len(flagged), "flagged %": round(100 * len(flagged) / len(changes), 2),
                      "which": ", ".join(f"{c.key} ({c.status})" for c in flagged)})
@@ -98,9 +114,12 @@ def sensitivity(out: Path, tries: int, world_size: int, slowdowns: tuple[float, 
         for share in slowdowns:
             slow = main_job(where, "--impl", SLOWED, *bench, world_size=world_size, slowdown_ms=share * step_ms)
             change = {c.key: c for c in compare_runs(normal, slow)}[STEP_RATIO]
+            sampling = load_results(slow)["metrics"][STEP_RATIO].get("sampling") or {}
             rows.append({"try": attempt + 1, "slowdown": share, "delay (ms)": round(share * step_ms, 3),
                          "step ratio": _move(change), "p": f"{change.p_adjusted:.2g}",
-                         "caught": change.status == "regression"})
+                         "caught": change.status == "regression", "rounds": sampling.get("rounds"),
+                         "target met": sampling.get("met"), "run (s)": round(SECONDS[slow]),
+                         "normal run (s)": round(SECONDS[normal])})
     return rows
 
 
@@ -109,8 +128,10 @@ def detection_rates(rows: list[dict]) -> list[dict]:
     rates = []
     for share in sorted({r["slowdown"] for r in rows}):
         hits = [r["caught"] for r in rows if r["slowdown"] == share]
+        seconds = [r["run (s)"] for r in rows if r["slowdown"] == share and "run (s)" in r]
         rates.append({"slowdown": f"{share:.1%}", "caught": f"{sum(hits)} of {len(hits)}",
-                      "detection rate": f"{sum(hits) / len(hits):.0%}"})
+                      "detection rate": f"{sum(hits) / len(hits):.0%}",
+                      "seconds a run": f"{min(seconds)}-{max(seconds)}" if seconds else ""})
     return rates
 
 
@@ -147,12 +168,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="identical runs (default 3)")
     parser.add_argument("--tries", type=int, default=3, help="slowed-against-normal tries (default 3)")
     parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--budget", action="append", default=[], metavar="BENCHMARK=SECONDS",
+                        help="repeatable: handed to every run of the main job (its sampling budget for a benchmark)")
     parser.add_argument("--part", action="append", choices=PARTS,
                         help="run only this part, repeatable (default: all of " + ", ".join(PARTS) + ")")
     args = parser.parse_args(argv)
     for name, value, low in (("--runs", args.runs, 2), ("--tries", args.tries, 1), ("--world-size", args.world_size, 1)):
         if value < low:
             parser.error(f"{name}: got {value}, but should be at least {low}")
+    BUDGETS[:] = args.budget
     parts = args.part or PARTS
     same = identical(args.out, args.runs, args.world_size) if "identical" in parts else None
     slow = slowed(args.out, args.tries, args.world_size) if "slowed" in parts else None

@@ -1,7 +1,7 @@
 """The main job: benchmarks, conformance suites and hardware, written as one report run.
 
 ``python -m reports`` (what ``tox -e report`` runs) writes
-``reports/runs/<UTC time>/`` with ``report.md``, ``results.json`` (schema 3,
+``reports/runs/<UTC time>/`` with ``report.md``, ``results.json`` (schema 4,
 reports/schema.md) and PNG plots, points ``reports/runs/latest`` at it, and
 compares it with the newest earlier run of the same setup (the nightly gate,
 ``reports.comparison``).
@@ -31,7 +31,7 @@ from typing import Sequence
 
 from benchmarks import BENCHMARKS
 from benchmarks.padding import overhead_table
-from benchmarks.settings import DEFAULT_IMPLS, BenchSettings
+from benchmarks.settings import BUDGETS, DEFAULT_IMPLS, INFORMATIVE_ROUNDS, BenchSettings
 from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
 from ranks import launched_by_torchrun
 from ranks.groups import pick_backend, tensors_on
@@ -77,7 +77,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "own, else gloo on the CPU), cpu (gloo), or cuda (NCCL where every rank has a GPU, "
                              "else gloo over CUDA tensors, ranks sharing the GPUs: a setup of its own); the suites "
                              f"get the same (default: ${DEVICE_ENV} or auto)")
-    parser.add_argument("--rounds", type=int, default=15, help="samples per overlap/step-time/harness figure")
+    parser.add_argument("--rounds", type=int,
+                        help="a fixed number of rounds for every figure (default: the gated figures' rounds are "
+                             "calibrated to their targets within each benchmark's budget, the others get "
+                             f"{INFORMATIVE_ROUNDS})")
+    parser.add_argument("--budget", type=_budget, action="append", default=[], metavar="BENCHMARK=SECONDS",
+                        help="repeatable: seconds of calibrated rounds for a benchmark with gated figures (defaults: "
+                             + ", ".join(f"{k}={v:g}" for k, v in BUDGETS.items()) + ")")
     parser.add_argument("--busbw-max-bytes", type=int,
                         help="largest bucket of the bus-bandwidth sweep (default 16 MiB on gloo, 1 GiB on NCCL)")
     parser.add_argument("--smoke", action="store_true", help="each benchmark once on tiny inputs; no timing")
@@ -92,14 +98,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-strength", action="store_true",
                         help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.world_size < 1:
+    if (args.rounds is not None and args.rounds < 1) or args.world_size < 1:
         parser.error(f"--rounds and --world-size: got {args.rounds} and {args.world_size}, but should be >= 1")
     return args
 
 
+def _budget(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not sep or name not in BUDGETS or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}, but should be BENCHMARK=SECONDS with BENCHMARK one of "
+                                         f"{', '.join(BUDGETS)} and SECONDS above 0")
+    return name, seconds
+
+
 def bench_settings(args, backend: str) -> BenchSettings:
     impls = tuple(args.impl) if args.impl else DEFAULT_IMPLS
-    settings = BenchSettings.for_backend(backend, args.busbw_max_bytes, rounds=args.rounds, impls=impls)
+    settings = BenchSettings.for_backend(backend, args.busbw_max_bytes, rounds=args.rounds, impls=impls,
+                                         budgets={**BUDGETS, **dict(args.budget)})
     return settings.smoked() if args.smoke else settings
 
 

@@ -293,7 +293,7 @@ def test_cli_missing_results_or_unknown_schema_exits_2(tmp_path, capsys):
     write(tmp_path, "20261123T010000Z", 10.0, schema=None)
     assert main(["20261122T043209Z", "20261123T010000Z", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "got schema None" in err and "but should be one of (1, 2, 3)" in err, err
+    assert "got schema None" in err and "but should be one of (1, 2, 3, 4)" in err, err
 
 
 def test_python_dash_m_runs_the_cli(tmp_path):

@@ -20,9 +20,11 @@ def test_detection_rate_per_slowdown():
     rows = [{"slowdown": 0.05, "caught": False}, {"slowdown": 0.05, "caught": True}, {"slowdown": 0.05, "caught": False},
             {"slowdown": 0.2, "caught": True}, {"slowdown": 0.2, "caught": True}, {"slowdown": 0.2, "caught": True}]
     assert detection_rates(rows) == [
-        {"slowdown": "5.0%", "caught": "1 of 3", "detection rate": "33%"},
-        {"slowdown": "20.0%", "caught": "3 of 3", "detection rate": "100%"},
+        {"slowdown": "5.0%", "caught": "1 of 3", "detection rate": "33%", "seconds a run": ""},
+        {"slowdown": "20.0%", "caught": "3 of 3", "detection rate": "100%", "seconds a run": ""},
     ]
+    timed = [{**r, "run (s)": 40 + i} for i, r in enumerate(rows)]
+    assert detection_rates(timed)[1]["seconds a run"] == "43-45"
 
 
 def test_each_part_asked_for_reaches_the_summary(monkeypatch, tmp_path):

@@ -40,7 +40,7 @@ def test_report_smoke_end_to_end(smoke_run):
     results = json.loads((run / "results.json").read_text())
     assert "| suites/layout/test_golden.py | reference" in report, report[:1500]
     assert report.index("## Summary") < report.index("## Conformance"), "the summary opens the report"
-    assert "**Verdict: PASS**" in report and "Headline figures (gated)" in report, report[:2000]
+    assert "**Verdict: PASS**" in report and "Headline figures (gated;" in report, report[:2000]
     for section in ("## Hardware", "### Node 0", "## Bus bandwidth: padded and unpadded buckets", "### all_reduce",
                     "## Overlap of gradient communication", "### Emulated compute", "## Step time",
                     "## The design notes' claims, checked", "## Trend over the runs", "## Padding overhead",
@@ -50,12 +50,17 @@ def test_report_smoke_end_to_end(smoke_run):
     assert {r["collective"] for r in records} == {"all_reduce", "reduce_scatter", "all_gather"}
     assert {r["policy"] for r in records} == {"unpadded", "padded", "high-busbw", "shard-aligned"}
     assert sum(r["wrong"] for r in records) == 0, [r for r in records if r["wrong"]]
-    assert results["schema"] == 3 and results["metrics"], "results.json should carry schema 3 and metrics"
+    assert results["schema"] == 4 and results["metrics"], "results.json should carry schema 4 and metrics"
+    sampled = [r["sampling"] for name in ("step_time", "overlap", "busbw") for r in results[name]]
+    assert sampled and all(s["stopped"] == "fixed rounds" and s["rounds"] == 1 for s in sampled), sampled[:3]
+    gated = [m for m in results["metrics"].values() if m["gated"] and not m["exact"]]
+    assert gated and all(m["sampling"]["rounds"] == 1 for m in gated), "every gated figure says how it was sampled"
     assert [n["node_rank"] for n in results["nodes"]] == [0], results["nodes"]
     assert results["run"]["setup"]["backend"] == "gloo" and results["run"]["setup"]["nodes"] == 1, results["run"]
     node = results["nodes"][0]
     assert node["hardware"]["host"]["hostname"], node
     assert node["telemetry"]["available"] == node["hardware"]["nvml"]["available"], node["telemetry"]
+    assert node["noise"]["cores"] >= 1 and len(node["noise"]["load_before"]) == 3, node["noise"]
     timeline = next(r["timeline"] for r in results["overlap"] if r["mode"] == "emulated")
     assert len(timeline["layers"]) == 3 and timeline["collectives"], timeline
     assert "timeline_reference.png" in results["plots"]
@@ -81,7 +86,8 @@ def test_the_summary_gives_the_verdict_first_and_lists_what_is_unstable():
     assert "suites/multigpu against megatron 0.19.2: 140 passed, 0 failed, 3 skipped" in text
     assert "gated regressions against 20261122T000000Z: 0" in text
     assert "step/ratio" in text and "busbw/abs | " not in text, "only gated figures are headlines"
-    assert "Unstable figures (†): 2: busbw/abs, overlap/efficiency" in text, text
+    assert "Unstable figures (†): 2, of them under a gate rule: overlap/efficiency; the tables below mark the " \
+           "others." in text, text
     failing = summary_markdown({**results, "conformance": [_conformance(2)]})
     assert failing.startswith("**Verdict: FAIL**") and "2 failed, 3 skipped — FAIL" in failing, failing
     wrong = summary_markdown({**results, "busbw": [{"wrong": 5}]})

@@ -20,7 +20,7 @@ def test_a_smoke_run_writes_what_the_schema_declares(smoke_run):
     for benchmark in BENCHMARKS:
         benchmark.record.check(benchmark.name, results[benchmark.name])
     keys = {field for name in METRIC_FIELDS for field in name.split(", ")}
-    optional = {"threshold"}
+    optional = {"threshold", "sampling"}
     for key, metric in results["metrics"].items():
         want = keys - optional if not metric["exact"] else keys - optional - {"figure"}
         assert want <= set(metric) <= want | optional, (

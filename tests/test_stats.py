@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from benchmarks.stats import UNSTABLE_MARK, Figure, describe, ratios
+from benchmarks.stats import UNSTABLE_MARK, Figure, describe
 
 
 def test_median_and_its_95_percent_interval_from_order_statistics():
@@ -55,12 +55,6 @@ def test_samples_are_kept_compactly_and_round_trip_through_json():
 def test_bad_figures_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Figure(**kwargs)
-
-
-def test_ratios_pair_rounds():
-    assert ratios([2.0, 3.0], [1.0, 2.0]) == [2.0, 1.5]
-    with pytest.raises(ValueError, match="one pair per round"):
-        ratios([1.0], [1.0, 2.0])
 
 
 def test_non_finite_samples_give_no_interval_and_are_unstable():

@@ -10,7 +10,6 @@ import dataclasses
 
 import pytest
 import torch
-import torch.distributed as dist
 from hypothesis import given, settings
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 

@@ -13,7 +13,8 @@ carries the samples it was measured from or is *exact* (a count).
   gated and the informative metrics, at a false discovery rate of ``alpha``.
   The threshold is relative (default 10%) for quantities and absolute
   (default 0.05) for efficiencies, whose figures say ``spread_kind:
-  "absolute"``.
+  "absolute"``; a metric that carries its own (a gated figure's gate rule,
+  ``benchmarks.sampling.GATE_RULES``; absolute times) uses that one.
 - Exact metrics (test counts, caught bugs, wrong elements): any move in the
   bad direction is a regression.
 - A metric without samples on one side (a run written before schema 2):
@@ -211,7 +212,8 @@ def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold:
             _same(key, field, a, b)
         if any(key.startswith(prefix) for prefix in gate):
             b = replace(b, gated=True)
-        changes[key] = _compare_one(key, a, b, limit, absolute_threshold)
+        own = (new[key] if isinstance(new[key], dict) else {}).get("threshold")
+        changes[key] = _compare_one(key, a, b, limit, absolute_threshold if own is None else float(own))
         if changes[key].test == "mann-whitney":
             tested[changes[key].family].append((key, changes[key].p_value))
     for family, pairs in tested.items():

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from benchmarks.measurable import refusal_text
 from benchmarks.padding import SEED_CLAIMS
 from benchmarks.registry import figure_of
 from benchmarks.stats import Figure, describe
@@ -87,7 +88,7 @@ def _padding_ratio(collective: str) -> Callable[[dict], Measured]:
             return Measured("", missing="no bus-bandwidth sweep in this run")
         top = max(rows, key=lambda r: r["requested_count"])
         if top["effective_ratio_to_unpadded"] is None:
-            return Measured("", missing="one rank: no bus traffic, so no busbw ratio")
+            return Measured("", missing=f"the busbw ratio is refused: {refusal_text(top['refused'])}")
         return Measured(f"{collective}, effective busbw ratio to unpadded at {top['size_bytes']:,} B",
                         figure_of(top, "effective_ratio_to_unpadded"))
     return measure
@@ -98,8 +99,8 @@ def _overlap(results: dict) -> Measured:
     if record is None:
         return Measured("", missing="no emulated overlap measurement of the reference in this run")
     if record["efficiency"] is None:
-        return Measured("", missing=f"the reference's emulated overlap is not measurable here: "
-                                    f"{record['why_not_measurable']}")
+        return Measured("", missing=f"the reference's emulated overlap efficiency is refused: "
+                                    f"{refusal_text(record['refused'])}")
     return Measured("the reference's emulated-compute overlap efficiency", figure_of(record, "efficiency"))
 
 
@@ -110,7 +111,7 @@ def _bucketing(size_class: str) -> Callable[[dict], Measured]:
             return Measured("", missing=f"no {size_class} model is benchmarked: a step of one would not fit the "
                                         "run's time on this machine")
         if record["speedup"] is None:
-            return Measured("", missing=f"bucketing is not measurable here: {record['why_not_measurable']}")
+            return Measured("", missing=f"the bucketing speed-up is refused: {refusal_text(record['refused'])}")
         return Measured(f"{record['model']['params'] / 1e6:.1f}M params, per-param all-reduce step over bucketed",
                         figure_of(record, "speedup"))
     return measure

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from hardware.devices import RESTRICTED_COMPUTE_MODES, TOPOLOGY_LEVELS
+from hardware.noise import suspects
 from hardware.nvml import is_unsupported
 
 from .table import bytes_label, table
@@ -203,3 +204,29 @@ def nodes_markdown(nodes: list[dict]) -> str:
             for n in nodes]
     return table(rows, numparse=False)
 
+
+def noise_markdown(nodes: list[dict]) -> str:
+    """What made each node noisy while the benchmarks ran (``hardware.noise``), and what of it looked wrong."""
+    rows = []
+    for n in nodes:
+        noise = n.get("noise") or {}
+        frequency = noise.get("frequency_mhz")
+        rows.append({"node": n["node_rank"], "cores": noise.get("cores", ""),
+                     "load before / after (1 min)": _load(noise),
+                     "other processes' CPU share": _share(noise.get("other_processes_share")),
+                     "stolen": _share(noise.get("steal_share")),
+                     "governors": ", ".join(f"{g} x{c}" for g, c in (noise.get("governors") or {}).items())
+                     or "not exposed",
+                     "current MHz (min-max)": f"{frequency['min']:.0f}-{frequency['max']:.0f}" if frequency
+                     else "not exposed",
+                     "looked wrong": "; ".join(suspects(noise)) or "nothing"})
+    return table(rows, numparse=False) if rows else "No node was probed."
+
+
+def _load(noise: dict) -> str:
+    before, after = noise.get("load_before"), noise.get("load_after")
+    return f"{before[0]:.2f} / {after[0]:.2f}" if before and after else "n/a"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"

@@ -18,7 +18,7 @@ from ..comparison.comparable import setup_label
 from ..conformance.suites import SuiteResult
 from .claims import claims_markdown
 from .conformance import conformance_markdown, strength_markdown
-from .hardware import hardware_markdown, nodes_markdown
+from .hardware import hardware_markdown, nodes_markdown, noise_markdown
 from .matrix import matrix_markdown
 from .mutation import score_markdown
 from .padding import render_markdown
@@ -61,6 +61,7 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
         render_markdown(seed_rows),
         "## Padding overhead: all models, dp and policies", render_markdown(results["overhead"]),
         "## Hardware", nodes_markdown(results["nodes"]),
+        "### What made the nodes noisy while the benchmarks ran", noise_markdown(results["nodes"]),
     ]
     parts += [f"### Node {node['node_rank']}: {node['host']['hostname']}\n\n"
               + hardware_markdown(node["hardware"], node.get("nvlink_delta"), node.get("telemetry"))

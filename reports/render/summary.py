@@ -3,14 +3,23 @@
 The verdict is what the nightly job decides on: conformance per
 implementation (any failed check fails it), wrong results of the collectives,
 and the gated regressions against the previous run of the same setup. The
-headline figures are the gated ones, each with its 95% interval; every figure
-whose spread passes its limit is listed once here, so the tables below can
-mark it with a single sign.
+headline figures are the gated ones, each with its 95% interval, its
+sampling target, the rounds taken and whether the target was met; when one
+missed, the summary names what looked wrong on the machine
+(``hardware.noise.suspects``). Refused figures (not measurable here, or a
+measurement failure) are listed with the reason; every figure whose spread
+passes its limit is listed once, so the tables below can mark it with a
+single sign.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
+from benchmarks import BENCHMARKS
+from benchmarks.measurable import refusal_text
 from benchmarks.stats import UNSTABLE_MARK, Figure, describe
+from hardware.noise import suspects
 
 from .matrix import impl_label
 from .table import table
@@ -41,13 +50,44 @@ def verdict(results: dict) -> tuple[bool, list[str]]:
 
 
 def headline_rows(metrics: dict) -> list[dict]:
-    """Every gated metric with samples: the figures the gate judges."""
+    """Every metric with samples that a gate rule covers (gated, or not this run for a missed target), with how
+    it was sampled."""
     rows = []
     for key, metric in sorted(metrics.items()):
-        if metric.get("gated") and isinstance(metric.get("figure"), dict):
+        if (metric.get("gated") or metric.get("sampling")) and isinstance(metric.get("figure"), dict):
+            sampling = metric.get("sampling") or {}
+            met = {True: "yes", False: "**no**", None: ""}[sampling.get("met")]
             rows.append({"figure": key, "median [95% interval]": describe(Figure.from_json(metric["figure"])),
-                         "unit": metric.get("unit", ""), "better": metric.get("better", "")})
+                         "unit": metric.get("unit", ""), "better": metric.get("better", ""),
+                         "target": sampling.get("target", ""), "rounds": sampling.get("rounds", ""),
+                         "target met": met, "gated": "yes" if metric.get("gated") else "no"})
     return rows
+
+
+def missed_targets(metrics: dict) -> list[str]:
+    """Figures gated by their rule whose calibrated sampling missed the target: informative this run."""
+    return sorted(k for k, m in metrics.items() if (m.get("sampling") or {}).get("met") is False
+                  and m["sampling"].get("stopped") != "fixed rounds")
+
+
+def refusals(results: dict) -> list[str]:
+    """Each kind of refused figure, once per benchmark, with how many records it refused."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for benchmark in BENCHMARKS:
+        for record in benchmark.records_of(results):
+            if record.get("refused"):
+                counts[(benchmark.title, refusal_text(record["refused"]))] += 1
+    return [f"{title} ({n} figure{'s' if n != 1 else ''}): {text}" for (title, text), n in counts.items()]
+
+
+def noise_suspects(results: dict) -> list[str]:
+    """What looked wrong on each node, and in the emulated compute's sleeps."""
+    overshoot = next((r["sleep_overshoot"] for r in results.get("overlap") or [] if r.get("sleep_overshoot")),
+                     None)
+    found = []
+    for node in results.get("nodes") or []:
+        found += [f"node {node['node_rank']}: {line}" for line in suspects(node.get("noise"))]
+    return found + suspects(None, overshoot)
 
 
 def unstable_keys(metrics: dict) -> list[str]:
@@ -59,10 +99,26 @@ def summary_markdown(results: dict) -> str:
     smoke = (results.get("run") or {}).get("smoke")
     head = f"**Verdict: {'PASS' if ok else 'FAIL'}**" + (" (smoke run: the figures mean nothing)" if smoke else "")
     parts = [head + "\n\n" + "\n".join(f"- {line}" for line in lines)]
-    rows = headline_rows(results.get("metrics", {}))
+    metrics = results.get("metrics", {})
+    rows = headline_rows(metrics)
     if rows:
-        parts.append("Headline figures (gated):\n\n" + table(rows, numparse=False))
-    unstable = unstable_keys(results.get("metrics", {}))
+        parts.append("Headline figures (gated; sampled until the 95% interval is inside its target, or the "
+                     "benchmark's time budget ran out):\n\n" + table(rows, numparse=False))
+    missed = missed_targets(metrics)
+    if missed and not smoke:
+        causes = noise_suspects(results)
+        parts.append(f"**{len(missed)} figure(s) missed their sampling target, so they are not gated this run** "
+                     f"({', '.join(missed)}): their intervals are wider than their gate rule assumes. "
+                     + ("What looked wrong on the machine:\n\n" + "\n".join(f"- {c}" for c in causes) if causes
+                        else "Nothing in the machine's readings looked wrong (load, other processes, frequencies, "
+                             "sleeps): more rounds (a larger --budget) would narrow them."))
+    refused = refusals(results)
+    if refused:
+        parts.append("Refused figures (null in results.json, never gated or given a verdict):\n\n"
+                     + "\n".join(f"- {line}" for line in refused))
+    unstable = unstable_keys(metrics)
+    covered = [k for k in unstable if metrics[k].get("gated") or metrics[k].get("sampling")]
     parts.append(f"Unstable figures ({UNSTABLE_MARK}): {len(unstable)}"
-                 + (": " + ", ".join(unstable) if unstable else "."))
+                 + (f", of them under a gate rule: {', '.join(covered)}" if covered else "")
+                 + ("; the tables below mark the others." if len(unstable) > len(covered) else "."))
     return "\n\n".join(parts)

@@ -12,6 +12,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from benchmarks.measurable import refusal_text
 from benchmarks.registry import figure_of
 from benchmarks.stats import UNSTABLE_FOOTNOTE, UNSTABLE_MARK, describe
 
@@ -42,8 +43,27 @@ def with_unstable_footnote(section: str) -> str:
 
 
 def cell(record: dict, name: str) -> str:
-    """A record's figure as one cell (``describe``), or why it was not measured where the record says so."""
+    """A record's figure as one cell (``describe``), or why it was refused where the record says so."""
     if record.get(name) is None:
-        why = record.get("why_not_measurable")
-        return f"not measurable here: {why}" if why else "null"
+        return refusal_text(record["refused"]) if record.get("refused") else "null"
     return describe(figure_of(record, name))
+
+
+def sampling_note(sampled: dict | None) -> str:
+    """How a figure's rounds were taken, in one sentence (``benchmarks.sampling``'s record)."""
+    if not sampled:
+        return ""
+    settled = {True: ", settled", False: ", not settled", None: ""}[sampled["warmup_settled"]]
+    text = (f"{sampled['rounds']} rounds after {sampled['warmup']} warm-up{settled}; stopped: {sampled['stopped']} "
+            f"({sampled['seconds']:.3g} s")
+    text += f" of a {sampled['budget_s']:g} s budget)" if sampled["stopped"] != "fixed rounds" else ")"
+    missed = [f"{key} {t['target']} (reached {_reached(t)})" for key, t in sampled["targets"].items() if not t["met"]]
+    if sampled["targets"]:
+        text += "; targets met" if not missed else f"; targets missed: {', '.join(missed)}"
+    return text + "."
+
+
+def _reached(target: dict) -> str:
+    if target["achieved"] is None:
+        return "no interval yet"
+    return f"±{target['achieved']:.1%}" if target["target"].endswith("%") else f"±{target['achieved']:.3g}"

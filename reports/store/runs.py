@@ -17,7 +17,7 @@ from pathlib import Path
 from .writer import DEFAULT_ROOT, latest_run
 
 # 1: one value per metric; 2: samples, medians, intervals and the gate; 3: the run's setup, every node's hardware
-SCHEMAS = (1, 2, 3)
+SCHEMAS = (1, 2, 3, 4)
 
 
 class RunError(ValueError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from benchmarks import BENCHMARKS
 from benchmarks.stats import UNSTABLE_LIMITS
 
-SCHEMA = 3
+SCHEMA = 4
 
 RUN_FIELDS = {
     "schema": f"{SCHEMA}; runs of schema 1 (one value per metric, no samples) still compare and trend",
@@ -24,7 +24,9 @@ RUN_FIELDS = {
              "hardware (torch build and, with NVIDIA GPUs, NVML's devices with compute mode, links, P2P and "
              "topology), nvlink_delta (NVLink TX/RX KiB per GPU and link during the benchmarks, or null), "
              "telemetry (min/median/max SM clock, power, temperature, utilization per GPU, sampled every second), "
-             "benchmark_seconds",
+             "noise (hardware/noise.py: usable cores, load average before and after, CPU frequency governors and "
+             "current frequencies where exposed, other processes' and the hypervisor's share of the CPUs during "
+             "the benchmarks), benchmark_seconds",
     "conformance": "per (suite, implementation): suite, impl, header, passed, failed, skipped, xfailed, errors, "
                    "seconds, failures, failed_ids, crashed_ids (failed by an exception other than an assertion), "
                    "skip_reasons, families (per family of checks, reports/conformance/families.py: passed, failed, skipped, "
@@ -60,7 +62,10 @@ METRIC_FIELDS = {
     "exact": "true for counts (any move in the bad direction counts); false for sampled figures",
     "figure": "present unless exact: the figure (above) the value came from",
     "threshold": "present when the metric has its own practical threshold (absolute times and bandwidths: "
-                 "0.25), which a comparison uses instead of its default",
+                 "0.25; gated figures: their gate rule's, benchmarks/sampling.py), which a comparison uses "
+                 "instead of its default",
+    "sampling": "present for a gated figure sampled to a target: target (e.g. ±2%), met (whether its 95% "
+                "interval ended inside it), rounds, stopped (targets met, budget spent, max rounds, fixed rounds)",
 }
 
 

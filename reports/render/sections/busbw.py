@@ -7,7 +7,7 @@ from pathlib import Path
 from benchmarks.busbw import COLLECTIVES, ELEMENT, GATED_PLACEMENT, largest
 
 from ..plots import plot_busbw
-from ..table import bytes_label, cell, table
+from ..table import bytes_label, cell, sampling_note, table
 
 
 def summary_markdown(records: list[dict]) -> str:
@@ -22,12 +22,14 @@ def summary_markdown(records: list[dict]) -> str:
              "bucket (before padding)": bytes_label(r["requested_count"] * ELEMENT.itemsize),
              "padded to": bytes_label(r["size_bytes"]),
              "effective busbw (GB/s)": cell(r, "effective_busbw_gbps"),
-             "ratio to unpadded": "1" if r["effective_ratio_to_unpadded"] is None
-             else cell(r, "effective_ratio_to_unpadded")}
+             "ratio to unpadded": "1" if r["policy"] == "unpadded" else cell(r, "effective_ratio_to_unpadded")}
             for r in records if r["requested_count"] == top and r["placement"] == GATED_PLACEMENT]
+    gated = {r["collective"]: r["sampling"] for r in records
+             if r["requested_count"] == top and r["placement"] == GATED_PLACEMENT}
     return table(rows) + (
         "\n\nMedian [95% interval] over rounds. Effective busbw counts the unpadded bucket's bytes only; "
-        "the ratio is per round, the padded collective timed beside the unpadded one.")
+        "the ratio is per round, the padded collective timed beside the unpadded one. Sampled: "
+        + " ".join(f"{collective}: {sampling_note(sampled)}" for collective, sampled in gated.items()))
 
 
 def markdown(records: list[dict]) -> str:

@@ -8,12 +8,12 @@ from pathlib import Path
 from benchmarks.overlap import MODES
 
 from ..plots import plot_overlap, plot_timeline
-from ..table import cell, table
+from ..table import cell, sampling_note, table
 
 
 def _efficiency_cells(r: dict) -> dict:
     if r["efficiency"] is None:
-        return {"efficiency": f"not measurable here: {r['why_not_measurable']}", "ideal": "", "share of ideal": ""}
+        return {"efficiency": cell(r, "efficiency"), "ideal": "", "share of ideal": ""}
     return {"efficiency": cell(r, "efficiency"), "ideal": f"{r['ideal']:.3f}", "share of ideal": cell(r, "share")}
 
 
@@ -31,7 +31,8 @@ def markdown(records: list[dict]) -> str:
                          f"{model['width']}), batch {model['batch']}; one bucket's all-reduce "
                          f"{first['collective_ms']:.3g} ms"
                          + (f", {first['wait_ms']:.3g} ms emulated backward per layer" if first["wait_ms"] else "")
-                         + "\n\n" + table(rows, numparse=False))
+                         + "\n\n" + table(rows, numparse=False)
+                         + f"\n\nSampled: {sampling_note(first.get('sampling'))}" + _overshoot(first))
     return "\n\n".join(parts) + (
         "\n\nMedian [95% interval] over rounds. efficiency = (serial - overlap) / (serial - compute) per "
         "round; the ideal hides every bucket's collective but the last's. A dropped round's serial step was not "
@@ -42,3 +43,11 @@ def plots(records: list[dict], out: Path) -> list[Path]:
     written = [p for p in (plot_overlap(records, out),) if p is not None]
     written += [plot_timeline(r, out) for r in records if r.get("timeline")]
     return written
+
+
+def _overshoot(record: dict) -> str:
+    sleeps = record.get("sleep_overshoot")
+    if not sleeps:
+        return ""
+    return (f" The emulated compute's {sleeps['n']:,} sleeps took {sleeps['median']:.3g}x the time asked at the "
+            f"median, {sleeps['p90']:.3g}x at the 90th percentile, {sleeps['max']:.3g}x at most.")

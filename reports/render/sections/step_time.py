@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..table import cell, table
+from ..table import cell, sampling_note, table
 
 
 def markdown(records: list[dict]) -> str:
@@ -12,4 +12,5 @@ def markdown(records: list[dict]) -> str:
     return table(rows) + (
         f"\n\n{model.get('depth')} x Linear({model.get('width')}, {model.get('width')}), batch "
         f"{model.get('batch')}, SGD. ratio = the implementation's step / plain torch DDP's, per round "
-        "(median [95% interval]); goal for the reference: <= 1.05.")
+        "(median [95% interval]); goal for the reference: <= 1.05. Sampled: "
+        + (sampling_note(records[0].get("sampling")) if records else ""))

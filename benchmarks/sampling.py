@@ -1,0 +1,168 @@
+"""Sampling calibrated to a target: rounds until each gated figure's interval is narrow enough, or time is up.
+
+A fixed number of rounds is too few on a noisy machine and too many on a
+quiet one. So a benchmark with gated figures samples as pyperf and asv do:
+
+- **warm-up, calibrated**: rounds are run and dropped until the round's time
+  settles (the median of the last ``SETTLE_WINDOW`` rounds within
+  ``SETTLE_TOLERANCE`` of the median of the window before), at most
+  ``max_warmup`` of them;
+- **rounds, calibrated**: at least ``min_rounds``, then one at a time until
+  the 95% interval of the median of every gated figure is inside its target
+  (``GATE_RULES``), or the benchmark's time budget runs out, or
+  ``max_rounds`` is reached.
+
+``--smoke`` and an explicit ``--rounds`` fix the count instead. What was done
+(rounds, warm-up, why sampling stopped, each target and whether it was met)
+is recorded beside the figures. Every rank takes the same decisions: the
+samples are the slowest rank's on every rank, and each decision is rank 0's,
+broadcast over the control group.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import torch
+import torch.distributed as dist
+
+from .stats import Figure
+
+SETTLE_WINDOW = 3
+SETTLE_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Target:
+    """How narrow a figure's 95% interval of the median must be: a half-width, relative to the median or in the
+    figure's own unit."""
+
+    half_width: float
+    kind: str  # "relative" or "absolute"
+
+    def achieved(self, figure: Figure) -> float | None:
+        """The interval's half-width in this target's terms; None when there is no interval yet."""
+        interval = figure.interval
+        if interval is None:
+            return None
+        half = (interval[1] - interval[0]) / 2
+        if self.kind == "absolute":
+            return half
+        return half / abs(figure.median) if figure.median else math.inf
+
+    def met(self, figure: Figure) -> bool:
+        got = self.achieved(figure)
+        return got is not None and got <= self.half_width
+
+    def label(self) -> str:
+        return f"±{self.half_width:.0%}" if self.kind == "relative" else f"±{self.half_width:g}"
+
+
+@dataclass(frozen=True)
+class GateRule:
+    """A gated figure's rule: the practical threshold a comparison uses, and the target its sampling aims for.
+    The target is tighter than the threshold, so that a change the size of the threshold stands out of it."""
+
+    threshold: float
+    target: Target
+
+
+GATE_RULES: Mapping[str, GateRule] = {
+    "ratio": GateRule(0.04, Target(0.02, "relative")),
+    "efficiency": GateRule(0.05, Target(0.03, "absolute")),
+    "busbw_ratio": GateRule(0.10, Target(0.05, "relative")),
+}
+"""Ratios measured side by side (step time, harness): threshold 4%, target ±2%; overlap efficiencies: 0.05 and
+±0.03 absolute; bus-bandwidth ratios of padded to unpadded buckets: 10% and ±5%."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one benchmark samples its rounds."""
+
+    budget_s: float = 60.0
+    """Seconds of calibrated rounds (warm-up not counted) before sampling stops, targets met or not."""
+    min_rounds: int = 10
+    max_rounds: int = 500
+    fixed_rounds: int | None = None
+    """A fixed count (smoke mode, --rounds): no calibration of the rounds."""
+    fixed_warmup: int | None = None
+    """A fixed warm-up (smoke mode: none); None calibrates it."""
+    max_warmup: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("min_rounds", "max_rounds", "max_warmup"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: got {getattr(self, name)}, but should be at least 1")
+        if self.fixed_rounds is not None and self.fixed_rounds < 1:
+            raise ValueError(f"rounds: got {self.fixed_rounds}, but should be at least 1")
+        if self.budget_s <= 0:
+            raise ValueError(f"budget_s: got {self.budget_s}, but should be above 0 seconds")
+
+
+Round = Callable[[int, bool], float]
+"""``one_round(index, keep)``: run round ``index`` (its order may rotate with it), keep its samples when ``keep``,
+and return the round's time (the sum of its timed steps), by which the warm-up settles."""
+
+
+def settled(times: list[float], window: int = SETTLE_WINDOW, tolerance: float = SETTLE_TOLERANCE) -> bool:
+    """Whether the last ``window`` round times agree with the ``window`` before them (medians within
+    ``tolerance``)."""
+    if len(times) < 2 * window:
+        return False
+    last = sorted(times[-window:])[window // 2]
+    before = sorted(times[-2 * window: -window])[window // 2]
+    return abs(last - before) <= tolerance * before
+
+
+def sample(ctx, sampling: Sampling, one_round: Round, gated: Callable[[], Mapping[str, tuple[Figure, Target]]]
+           ) -> dict:
+    """Warm up, then run rounds until ``gated()``'s figures meet their targets (or the budget or ``max_rounds``
+    ends it, or the count is fixed); what was done, for the records."""
+    warmup, warm_times = 0, []
+    if sampling.fixed_warmup is not None:
+        for index in range(sampling.fixed_warmup):
+            one_round(index, False)
+        warmup, is_settled = sampling.fixed_warmup, None
+    else:
+        is_settled = False
+        while warmup < sampling.max_warmup and not is_settled:
+            warm_times.append(one_round(warmup, False))
+            warmup += 1
+            is_settled = _agree(ctx, settled(warm_times))
+    start = time.monotonic()
+    rounds, stopped = 0, ""
+    while not stopped:
+        one_round(warmup + rounds, True)
+        rounds += 1
+        if sampling.fixed_rounds is not None:
+            stopped = "fixed rounds" if rounds >= sampling.fixed_rounds else ""
+        elif rounds >= sampling.min_rounds:
+            stop = ("targets met" if all(target.met(figure) for figure, target in gated().values())
+                    else "budget spent" if time.monotonic() - start >= sampling.budget_s
+                    else "max rounds" if rounds >= sampling.max_rounds else "")
+            stopped = STOPS[_agree(ctx, STOPS.index(stop))] if ctx is not None else stop
+    targets = {key: {"target": target.label(), "achieved": _compact(target.achieved(figure)),
+                     "met": target.met(figure)} for key, (figure, target) in gated().items()}
+    return {"rounds": rounds, "warmup": warmup, "warmup_settled": is_settled, "stopped": stopped,
+            "seconds": round(time.monotonic() - start, 3), "budget_s": sampling.budget_s,
+            "targets": targets, "targets_met": all(t["met"] for t in targets.values())}
+
+
+STOPS = ("", "targets met", "budget spent", "max rounds")
+
+
+def _agree(ctx, value):
+    """Rank 0's ``value`` (a bool or a small int) on every rank, over the control group."""
+    if ctx is None or ctx.world_size == 1:
+        return value
+    decided = torch.tensor([int(value)], dtype=torch.int64)
+    dist.broadcast(decided, src=dist.get_global_rank(ctx.control_group, 0), group=ctx.control_group)
+    return type(value)(decided.item())
+
+
+def _compact(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.4g}")

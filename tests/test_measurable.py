@@ -1,0 +1,103 @@
+"""Refused figures: each refusal proven on made-up samples, and a refused figure never shown as a number.
+
+An efficiency outside [0, 1] or an overlapped step faster than compute
+alone is a measurement failure; a ratio or an efficiency whose denominator
+is within its own noise is not measurable here. Either way the figure is
+null, gets no metric (never gated or trended), and the report, its summary
+and the claims table say why instead of giving a number.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from benchmarks import overlap, step_time
+from benchmarks.measurable import FAILURE, NOT_MEASURABLE, noise_bound, ratio
+from benchmarks.settings import Model
+from benchmarks.stats import Figure
+from reports.render.claims import claims_markdown
+from reports.render.sections.overlap import markdown as overlap_markdown
+from reports.render.summary import summary_markdown
+
+CTX = types.SimpleNamespace(world_size=2, backend="gloo")
+COMPUTE = [0.100, 0.101, 0.099, 0.100, 0.102, 0.098, 0.100, 0.101, 0.099, 0.100]  # seconds
+
+
+def emulated_record(overlap_s: list[float], serial_s: list[float], impl: str = "reference") -> dict:
+    times = {(impl, "compute"): COMPUTE, (impl, "overlap"): overlap_s, (impl, "serial"): serial_s}
+    return overlap._record(CTX, "emulated", impl, Model(depth=8), 0.002, 0.002, times, [0.012] * len(COMPUTE), None)
+
+
+def test_an_overlapped_step_faster_than_compute_alone_is_a_measurement_failure():
+    # Serial 20 ms over compute, overlapped 5 ms *under* compute: an efficiency of 1.25, which cannot be.
+    record = emulated_record([c - 0.005 for c in COMPUTE], [c + 0.020 for c in COMPUTE])
+    assert record["efficiency"] is None and record["share"] is None
+    assert record["refused"]["kind"] == FAILURE, record["refused"]
+    assert "below zero beyond noise" in record["refused"]["why"] and "--benchmark overlap" in record["refused"]["remedy"]
+
+
+def test_an_efficiency_above_one_within_noise_of_compute_is_still_refused():
+    # Overlapped steps scatter around compute (-1 to +0.6 ms), serial 10 ms over: efficiency median above 1.
+    jitter = [-0.0010, 0.0006, -0.0008, 0.0004, -0.0006, -0.0009, 0.0005, -0.0007, -0.0004, -0.0003]
+    record = emulated_record([c + j for c, j in zip(COMPUTE, jitter)], [c + 0.010 for c in COMPUTE])
+    assert record["efficiency"] is None and record["refused"]["kind"] == FAILURE, record["refused"]
+    assert "outside [0, 1] (the overlapped step was faster than compute alone" in record["refused"]["why"]
+
+
+def test_an_overlapped_step_slower_than_serial_is_refused_not_reported_negative():
+    record = emulated_record([c + 0.030 for c in COMPUTE], [c + 0.010 for c in COMPUTE])
+    assert record["efficiency"] is None and record["refused"]["kind"] == FAILURE
+    assert "outside [0, 1] (the overlapped step was slower than the serial one" in record["refused"]["why"]
+
+
+def test_a_real_efficiency_is_kept():
+    record = emulated_record([c + 0.005 for c in COMPUTE], [c + 0.020 for c in COMPUTE])
+    assert record["refused"] is None and Figure.from_json(record["efficiency"]).median == pytest.approx(0.75, abs=0.02)
+
+
+@pytest.mark.parametrize("denominator, words", [
+    ([0.0] * 8, "not above zero"),
+    ([0.004, -0.003, 0.005, -0.002, 0.003, -0.004, 0.002, 0.001], "interval reaches zero"),
+    ([0.001, 0.009, 0.002, 0.008, 0.0025, 0.0075, 0.005, 0.005], "below its own spread"),
+])
+def test_a_denominator_within_its_own_noise_is_not_measurable(denominator, words):
+    refused = noise_bound(denominator, "the step", "s")
+    assert refused is not None and refused.kind == NOT_MEASURABLE and words in refused.why, refused
+    figure, refused = ratio([1.0] * len(denominator), denominator, "lower", "the step", "s")
+    assert figure is None and refused is not None
+
+
+def test_a_ratio_over_a_clear_denominator_is_given():
+    figure, refused = ratio([2.0, 3.0], [1.0, 2.0], "lower", "the step", "s")
+    assert refused is None and figure.samples == (2.0, 1.5)
+    with pytest.raises(ValueError, match="one pair per round"):
+        ratio([1.0], [1.0, 2.0], "lower", "the step", "s")
+
+
+def test_a_refused_figure_is_never_a_number_in_metrics_summary_section_or_claims():
+    refused = emulated_record([c - 0.005 for c in COMPUTE], [c + 0.020 for c in COMPUTE])
+    kept = emulated_record([c + 0.005 for c in COMPUTE], [c + 0.020 for c in COMPUTE], impl="torch")
+    sampling = {"rounds": 10, "warmup": 3, "warmup_settled": True, "stopped": "targets met", "seconds": 1.0,
+                "budget_s": 90.0, "targets": {}, "targets_met": True}
+    records = [{**r, "sampling": sampling, "sleep_overshoot": None} for r in (refused, kept)]
+    keys = {m.key for m in overlap.metrics(records)}
+    assert "overlap/emulated/reference/efficiency" not in keys, "a refused figure is never gated"
+    assert "overlap/emulated/torch/efficiency" in keys
+    metrics = {m.key: m.to_json() for m in overlap.metrics(records)}
+    results = {"run": {"smoke": False, "backend": "gloo"}, "overlap": records, "metrics": metrics, "nodes": []}
+    summary = summary_markdown(results)
+    assert "Refused figures" in summary and "measurement failure" in summary, summary
+    section = overlap_markdown(records)
+    assert "measurement failure" in section and "1.25" not in section, section
+    claims = claims_markdown(results)
+    line = next(line for line in claims.splitlines() if "85-95%" in line)
+    assert "not measured" in line and "refused" in line and "holds" not in line, line
+
+
+def test_a_step_ratio_over_a_noise_bound_baseline_is_refused():
+    """The generic rule on another benchmark: a baseline step within its own noise divides nothing."""
+    times = {"reference": [1.0] * 8, step_time.BASELINE: [0.004, -0.003, 0.005, -0.002, 0.003, -0.004, 0.002, 0.001]}
+    figure, refused = ratio(times["reference"], times[step_time.BASELINE], "lower", "torch DDP's step", "ms")
+    assert figure is None and refused.kind == NOT_MEASURABLE, refused
