@@ -71,12 +71,14 @@ class GateRule:
 
 
 GATE_RULES: Mapping[str, GateRule] = {
-    "ratio": GateRule(0.04, Target(0.02, "relative")),
+    "ratio": GateRule(0.03, Target(0.02, "relative")),
     "efficiency": GateRule(0.05, Target(0.03, "absolute")),
     "busbw_ratio": GateRule(0.10, Target(0.05, "relative")),
 }
-"""Ratios measured side by side (step time, harness): threshold 4%, target ±2%; overlap efficiencies: 0.05 and
-±0.03 absolute; bus-bandwidth ratios of padded to unpadded buckets: 10% and ±5%."""
+"""Ratios measured side by side (step time, harness): threshold 3%, target ±2%; overlap efficiencies: 0.05 and
+±0.03 absolute; bus-bandwidth ratios of padded to unpadded buckets: 10% and ±5%. The ratios' 3% sits above
+the run-to-run drift of the reference's step ratio on 2 shared cores (at most 2.3% over four runs of the same
+code, 2026-11-25) and below a 5% slowdown (reports.gate_check; docs/nightly.md)."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .cli import key_number
 from .comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare_metrics, gated_regressions
 from .comparison.comparable import previous_comparable, why_not_comparable
 from .render.comparison import comparison_markdown
@@ -44,14 +45,7 @@ def pick_runs(old: str | None, new: str | None, root: Path) -> tuple[Path, Path,
 
 
 def _prefix_threshold(text: str) -> tuple[str, float]:
-    prefix, sep, value = text.rpartition("=")
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not sep or not prefix or number < 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}, but should be PREFIX=FRACTION, e.g. busbw=0.15")
-    return prefix, number
+    return key_number(text, "PREFIX=FRACTION, e.g. busbw=0.15", split_at_last=True)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

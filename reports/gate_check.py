@@ -15,7 +15,7 @@ their counts are exact) several times back to back on this machine and:
    then slows it by 2.5%, 5%, 10% and 20% of that step (``--slowdowns``) and
    compares each with the normal run: the share of tries in which the gate
    flags the step-time ratio, per slowdown, and what each run cost. The
-   ratio's gate rule (``benchmarks.sampling.GATE_RULES``: threshold 4%,
+   ratio's gate rule (``benchmarks.sampling.GATE_RULES``: threshold 3%,
    rounds sampled to a ±2% interval) is meant to pass over 2.5% and catch 5%.
 
 Every run samples as the nightly job does, each benchmark within its time

@@ -38,6 +38,7 @@ from ranks.groups import pick_backend, tensors_on
 from ranks.launch import leave_torchrun
 from ranks.settings import DEVICE_ENV, DEVICES
 
+from .cli import key_number
 from .comparison.changes import DEFAULT_THRESHOLD, compare_metrics, gated_regressions
 from .comparison.comparable import previous_comparable, run_setup
 from .comparison.trend import trend
@@ -104,14 +105,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _budget(text: str) -> tuple[str, float]:
-    name, sep, value = text.partition("=")
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not sep or name not in BUDGETS or seconds <= 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}, but should be BENCHMARK=SECONDS with BENCHMARK one of "
-                                         f"{', '.join(BUDGETS)} and SECONDS above 0")
+    form = f"BENCHMARK=SECONDS with BENCHMARK one of {', '.join(BUDGETS)} and SECONDS above 0"
+    name, seconds = key_number(text, form)
+    if name not in BUDGETS or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}, but should be {form}")
     return name, seconds
 
 

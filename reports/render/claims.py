@@ -80,40 +80,37 @@ def _record(results: dict, benchmark: str, **match) -> dict | None:
     return next((r for r in results.get(benchmark) or [] if all(r.get(k) == v for k, v in match.items())), None)
 
 
+def _figure(record: dict | None, name: str, what: str, absent: str) -> Measured:
+    """A record's figure, or why there is none: no such record in the run (``absent``), or the figure refused."""
+    if record is None:
+        return Measured("", missing=absent)
+    if record[name] is None:
+        return Measured("", missing=f"refused: {refusal_text(record['refused'])}")
+    return Measured(what, figure_of(record, name))
+
+
 def _padding_ratio(collective: str) -> Callable[[dict], Measured]:
     def measure(results: dict) -> Measured:
         rows = [r for r in results.get("busbw") or [] if r["collective"] == collective
                 and r["policy"] == "high-busbw" and r["placement"] == "in-place"]
-        if not rows:
-            return Measured("", missing="no bus-bandwidth sweep in this run")
-        top = max(rows, key=lambda r: r["requested_count"])
-        if top["effective_ratio_to_unpadded"] is None:
-            return Measured("", missing=f"the busbw ratio is refused: {refusal_text(top['refused'])}")
-        return Measured(f"{collective}, effective busbw ratio to unpadded at {top['size_bytes']:,} B",
-                        figure_of(top, "effective_ratio_to_unpadded"))
+        top = max(rows, key=lambda r: r["requested_count"]) if rows else None
+        return _figure(top, "effective_ratio_to_unpadded", top and f"{collective}, effective busbw ratio to unpadded "
+                       f"at {top['size_bytes']:,} B", "no bus-bandwidth sweep in this run")
     return measure
 
 
 def _overlap(results: dict) -> Measured:
-    record = _record(results, "overlap", mode="emulated", impl="reference")
-    if record is None:
-        return Measured("", missing="no emulated overlap measurement of the reference in this run")
-    if record["efficiency"] is None:
-        return Measured("", missing=f"the reference's emulated overlap efficiency is refused: "
-                                    f"{refusal_text(record['refused'])}")
-    return Measured("the reference's emulated-compute overlap efficiency", figure_of(record, "efficiency"))
+    return _figure(_record(results, "overlap", mode="emulated", impl="reference"), "efficiency",
+                   "the reference's emulated-compute overlap efficiency",
+                   "no emulated overlap measurement of the reference in this run")
 
 
 def _bucketing(size_class: str) -> Callable[[dict], Measured]:
     def measure(results: dict) -> Measured:
         record = next((r for r in results.get("bucketing") or [] if r["model"]["class"] == size_class), None)
-        if record is None:
-            return Measured("", missing=f"no {size_class} model is benchmarked: a step of one would not fit the "
-                                        "run's time on this machine")
-        if record["speedup"] is None:
-            return Measured("", missing=f"the bucketing speed-up is refused: {refusal_text(record['refused'])}")
-        return Measured(f"{record['model']['params'] / 1e6:.1f}M params, per-param all-reduce step over bucketed",
-                        figure_of(record, "speedup"))
+        return _figure(record, "speedup", record and f"{record['model']['params'] / 1e6:.1f}M params, per-param "
+                       "all-reduce step over bucketed", f"no {size_class} model is benchmarked: a step of one would "
+                       "not fit the run's time on this machine")
     return measure
 
 
