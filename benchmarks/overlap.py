@@ -67,7 +67,10 @@ from .timing import timed
 
 VARIANTS = ("compute", "overlap", "serial")
 MODES = ("emulated", "real")
-CALIBRATION_ROUNDS = 5
+CALIBRATION_ROUNDS = 20
+"""Rounds of ``depth`` all-reduces that size the emulated compute: with 5, the size moved 3.3-5.4 ms between runs
+of the same code on 2 shared cores, and the efficiency with it."""
+CALIBRATION_WARMUP = 3
 
 RECORD = Record({
     "mode": "emulated (backward takes extra time that competes with nothing) or real (the layers' own backward)",
@@ -111,7 +114,8 @@ def bucket_collective_s(ctx, model: Model) -> float:
     """One bucket's all-reduce, the slowest rank's median over a few rounds of ``depth`` calls."""
     bucket = torch.zeros(model.bucket_elements, device=ctx.device)
     op = lambda: dist.all_reduce(bucket, group=ctx.group)  # noqa: E731
-    timed(ctx, op)  # warm-up: the first call sets up the transport
+    for _ in range(CALIBRATION_WARMUP):  # the first calls set up the transport
+        timed(ctx, op)
     return Figure.of([timed(ctx, op, model.depth) for _ in range(CALIBRATION_ROUNDS)], "s", "lower").median
 
 

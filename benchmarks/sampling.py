@@ -72,13 +72,15 @@ class GateRule:
 
 GATE_RULES: Mapping[str, GateRule] = {
     "ratio": GateRule(0.03, Target(0.02, "relative")),
-    "efficiency": GateRule(0.05, Target(0.03, "absolute")),
+    "efficiency": GateRule(0.10, Target(0.03, "absolute")),
     "busbw_ratio": GateRule(0.10, Target(0.05, "relative")),
 }
-"""Ratios measured side by side (step time, harness): threshold 3%, target ±2%; overlap efficiencies: 0.05 and
-±0.03 absolute; bus-bandwidth ratios of padded to unpadded buckets: 10% and ±5%. The ratios' 3% sits above
-the run-to-run drift of the reference's step ratio on 2 shared cores (at most 2.3% over four runs of the same
-code, 2026-11-25) and below a 5% slowdown (reports.gate_check; docs/nightly.md)."""
+"""Ratios measured side by side (step time, harness): threshold 3%, target ±2%; overlap efficiencies: 0.10 and
+±0.03 absolute; bus-bandwidth ratios of padded to unpadded buckets: 10% and ±5%. Each threshold sits above
+the run-to-run drift of the same code measured on 2 shared cores (2026-11-25; reports.gate_check,
+docs/nightly.md): the reference's step ratio read 1.025-1.055 over six runs, so 3% catches most 5%
+slowdowns and passes over 2.5% ones; its emulated efficiency moved 0.076 between two runs whose intervals had
+met their ±0.03, so 0.05 cried wolf."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ def sample(ctx, sampling: Sampling, one_round: Round, gated: Callable[[], Mappin
             stop = ("targets met" if all(target.met(figure) for figure, target in gated().values())
                     else "budget spent" if time.monotonic() - start >= sampling.budget_s
                     else "max rounds" if rounds >= sampling.max_rounds else "")
-            stopped = STOPS[_agree(ctx, STOPS.index(stop))] if ctx is not None else stop
+            stopped = STOPS[_agree(ctx, STOPS.index(stop))]
     targets = {key: {"target": target.label(), "achieved": _compact(target.achieved(figure)),
                      "met": target.met(figure)} for key, (figure, target) in gated().items()}
     return {"rounds": rounds, "warmup": warmup, "warmup_settled": is_settled, "stopped": stopped,
