@@ -101,3 +101,13 @@ def test_a_step_ratio_over_a_noise_bound_baseline_is_refused():
     times = {"reference": [1.0] * 8, step_time.BASELINE: [0.004, -0.003, 0.005, -0.002, 0.003, -0.004, 0.002, 0.001]}
     figure, refused = ratio(times["reference"], times[step_time.BASELINE], "lower", "torch DDP's step", "ms")
     assert figure is None and refused.kind == NOT_MEASURABLE, refused
+
+
+def test_refusals_that_differ_only_in_their_numbers_read_as_one_line_with_ranges():
+    # Overlapped steps 30 ms and 40 ms over compute against serial 10 ms over: efficiencies -2 and -3.
+    records = [emulated_record([c + extra for c in COMPUTE], [c + 0.010 for c in COMPUTE], impl=impl)
+               for impl, extra in (("reference", 0.030), ("torch", 0.040))]
+    lines = [line for line in summary_markdown({"run": {"smoke": False}, "overlap": records, "metrics": {},
+                                                "nodes": []}).splitlines() if "measurement failure" in line]
+    assert len(lines) == 1, f"got {len(lines)} lines for one kind of refusal, but should be 1: {lines}"
+    assert "(2 figures)" in lines[0] and "-3 to -2" in lines[0] and "[0, 1]" in lines[0], lines[0]

@@ -86,12 +86,29 @@ def test_the_summary_gives_the_verdict_first_and_lists_what_is_unstable():
     assert "suites/multigpu against megatron 0.19.2: 140 passed, 0 failed, 3 skipped" in text
     assert "gated regressions against 20261122T000000Z: 0" in text
     assert "step/ratio" in text and "busbw/abs | " not in text, "only gated figures are headlines"
-    assert "Unstable figures (†): 2, of them under a gate rule: overlap/efficiency; the tables below mark the " \
+    assert "Unstable figures (†): 2, 1 of them in the headline table above; the tables below mark the " \
            "others." in text, text
     failing = summary_markdown({**results, "conformance": [_conformance(2)]})
     assert failing.startswith("**Verdict: FAIL**") and "2 failed, 3 skipped — FAIL" in failing, failing
     wrong = summary_markdown({**results, "busbw": [{"wrong": 5}]})
     assert wrong.startswith("**Verdict: FAIL**") and "5 wrong elements — FAIL" in wrong
+
+
+def test_the_summary_says_which_figures_missed_their_target_and_what_looked_wrong():
+    wide = Figure.of([0.90, 1.10, 0.95, 1.08, 0.92, 1.05], "x", "lower").to_json()
+    missed = {"rounds": 40, "target": "±2%", "met": False, "stopped": "budget spent"}
+    met = {**missed, "met": True, "stopped": "targets met"}
+    results = {"run": {"smoke": False}, "conformance": [_conformance(0)],
+               "nodes": [{"node_rank": 0, "noise": {"cores": 2, "load_before": [3.0, 2.0, 1.0]}}],
+               "metrics": {"step/a": {"figure": wide, "sampling": missed, "unit": "x", "better": "lower"},
+                           "step/b": {"gated": True, "figure": wide, "sampling": met, "unit": "x",
+                                      "better": "lower"}}}
+    text = summary_markdown(results)
+    assert "**1 of the 2 figures above missed their sampling target" in text, text
+    assert "node 0: the load average before the run was 3.00 on 2 cores" in text, text
+    quiet = summary_markdown({**results, "nodes": [{"node_rank": 0, "noise": {"cores": 2,
+                                                                              "load_before": [0.1, 0.1, 0.1]}}]})
+    assert "Nothing in the machine's readings looked wrong" in quiet, quiet
 
 
 def test_one_footnote_per_section_and_only_when_a_cell_is_marked():

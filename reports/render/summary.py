@@ -14,7 +14,7 @@ single sign.
 
 from __future__ import annotations
 
-from collections import Counter
+import re
 
 from benchmarks import BENCHMARKS
 from benchmarks.measurable import refusal_text
@@ -70,14 +70,31 @@ def missed_targets(metrics: dict) -> list[str]:
                   and m["sampling"].get("stopped") != "fixed rounds")
 
 
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
+
+
 def refusals(results: dict) -> list[str]:
-    """Each kind of refused figure, once per benchmark, with how many records it refused."""
-    counts: Counter[tuple[str, str]] = Counter()
+    """Each kind of refused figure, once per benchmark, with how many records it refused.
+
+    Refusals that differ only in their numbers (one per message size, say)
+    read as one line, each number shown as the range it took.
+    """
+    groups: dict[tuple[str, str], list[str]] = {}
     for benchmark in BENCHMARKS:
         for record in benchmark.records_of(results):
             if record.get("refused"):
-                counts[(benchmark.title, refusal_text(record["refused"]))] += 1
-    return [f"{title} ({n} figure{'s' if n != 1 else ''}): {text}" for (title, text), n in counts.items()]
+                text = refusal_text(record["refused"])
+                groups.setdefault((benchmark.title, NUMBER.sub("#", text)), []).append(text)
+    return [f"{title} ({len(texts)} figure{'s' if len(texts) != 1 else ''}): {_ranged(texts)}"
+            for (title, _), texts in groups.items()]
+
+
+def _ranged(texts: list[str]) -> str:
+    """``texts`` of one shape as one, each number that varies shown as 'lowest to highest'."""
+    slots = [NUMBER.findall(text) for text in texts]
+    shown = iter([values[0] if len(set(values)) == 1 else
+                  f"{min(values, key=float)} to {max(values, key=float)}" for values in zip(*slots)])
+    return NUMBER.sub(lambda _: next(shown), texts[0])
 
 
 def noise_suspects(results: dict) -> list[str]:
@@ -107,8 +124,9 @@ def summary_markdown(results: dict) -> str:
     missed = missed_targets(metrics)
     if missed and not smoke:
         causes = noise_suspects(results)
-        parts.append(f"**{len(missed)} figure(s) missed their sampling target, so they are not gated this run** "
-                     f"({', '.join(missed)}): their intervals are wider than their gate rule assumes. "
+        parts.append(f"**{len(missed)} of the {len(rows)} figures above missed their sampling target, so they "
+                     "are not gated this run** (target met: no): their intervals are wider than their gate rule "
+                     "assumes. "
                      + ("What looked wrong on the machine:\n\n" + "\n".join(f"- {c}" for c in causes) if causes
                         else "Nothing in the machine's readings looked wrong (load, other processes, frequencies, "
                              "sleeps): more rounds (a larger --budget) would narrow them."))
@@ -119,6 +137,6 @@ def summary_markdown(results: dict) -> str:
     unstable = unstable_keys(metrics)
     covered = [k for k in unstable if metrics[k].get("gated") or metrics[k].get("sampling")]
     parts.append(f"Unstable figures ({UNSTABLE_MARK}): {len(unstable)}"
-                 + (f", of them under a gate rule: {', '.join(covered)}" if covered else "")
+                 + (f", {len(covered)} of them in the headline table above" if covered else "")
                  + ("; the tables below mark the others." if len(unstable) > len(covered) else "."))
     return "\n\n".join(parts)
