@@ -20,8 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from scipy import stats
-
 from .stats import Figure
 
 NOT_MEASURABLE = "not measurable here"
@@ -56,15 +54,14 @@ def noise_bound(denominator: Sequence[float], what: str, unit: str) -> Refusal |
     """Why ``denominator`` (per-round samples of ``what``, in ``unit``) cannot divide anything, or None."""
     figure = Figure.of(denominator, unit, "lower")
     if figure.median <= 0:
-        return Refusal(NOT_MEASURABLE, f"{what} = {_show(figure.median, unit)}: not above zero")
+        return Refusal(NOT_MEASURABLE, f"{what} = {shown(figure.median, unit)}: not above zero")
     interval = figure.interval
     if interval is not None and interval[0] <= 0:
-        return Refusal(NOT_MEASURABLE, f"{what}'s 95% interval reaches zero ({_show(interval[0], unit)} to "
-                                       f"{_show(interval[1], unit)})")
-    iqr = float(stats.iqr(figure.samples))
-    if figure.n > 1 and figure.median < iqr:
-        return Refusal(NOT_MEASURABLE, f"{what} = {_show(figure.median, unit)}, below its own spread "
-                                       f"(IQR {_show(iqr, unit)})")
+        return Refusal(NOT_MEASURABLE, f"{what}'s 95% interval reaches zero ({shown(interval[0], unit)} to "
+                                       f"{shown(interval[1], unit)})")
+    if figure.n > 1 and figure.median < figure.iqr:
+        return Refusal(NOT_MEASURABLE, f"{what} = {shown(figure.median, unit)}, below its own spread "
+                                       f"(IQR {shown(figure.iqr, unit)})")
     return None
 
 
@@ -86,8 +83,8 @@ def below_zero(difference: Figure, what: str, benchmark: str) -> Refusal | None:
     interval = difference.interval
     if interval is None or interval[1] >= 0:
         return None
-    return Refusal(FAILURE, f"{what} was below zero beyond noise (95% interval {_show(interval[0], difference.unit)} "
-                            f"to {_show(interval[1], difference.unit)}), which cannot happen",
+    return Refusal(FAILURE, f"{what} was below zero beyond noise (95% interval {shown(interval[0], difference.unit)} "
+                            f"to {shown(interval[1], difference.unit)}), which cannot happen",
                    REMEDY.format(benchmark=benchmark))
 
 
@@ -104,6 +101,6 @@ def ratio(numerators: Sequence[float], denominators: Sequence[float], better: st
     return Figure.of([a / b for a, b in zip(numerators, denominators)], "x", better), None
 
 
-def _show(value: float, unit: str) -> str:
+def shown(value: float, unit: str) -> str:
     """Seconds read as ms; other units as they are."""
     return f"{value * 1e3:.3g} ms" if unit == "s" else f"{value:.3g} {unit}".rstrip()

@@ -57,7 +57,7 @@ from ranks.recording import recording
 from reference.config import DDPConfig
 
 from .emulation import layer_stack, sleep_overshoot, watch_sleeps
-from .measurable import NOT_MEASURABLE, Refusal, below_zero, lone_rank, noise_bound, outside
+from .measurable import NOT_MEASURABLE, Refusal, below_zero, lone_rank, noise_bound, outside, shown
 from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
 from .sampling import GATE_RULES, sample
 from .settings import Model
@@ -201,16 +201,19 @@ def measure(ctx, settings) -> list[dict]:
                     layer[name].append(steps[name].backward_s / model.depth)
             return total
 
+        # At one rank there is nothing to hide (refused whatever the rounds): no calibration to aim for.
+        calibrated = mode == "emulated" and ctx.world_size > 1
+
         def gated() -> dict:
-            if mode != "emulated":
+            if not calibrated:
                 return {}
             efficiencies = {name: efficiency_of(*(times[(name, v)] for v in VARIANTS), world_size=ctx.world_size)
                             for name in steps}
-            return {name: (figure, GATE_RULES["efficiency"].target)
-                    for name, (figure, refused) in efficiencies.items() if figure is not None and refused is None}
+            return {name: (figure if refused is None else None, GATE_RULES["efficiency"].target)
+                    for name, (figure, refused) in efficiencies.items()}
 
         with watch_sleeps() as sleeps:
-            sampled = sample(ctx, settings.sampling("overlap", gated=mode == "emulated"), one_round, gated)
+            sampled = sample(ctx, settings.sampling("overlap", gated=calibrated), one_round, gated)
         overshoot = sleep_overshoot(sleeps) if mode == "emulated" and ctx.device.type == "cpu" else None
         for impl in impls:
             timeline = record_timeline(ctx, impl, model, wait_s) if mode == "emulated" else None
@@ -228,9 +231,9 @@ def communication_check(compute: list[float], serial: list[float], *, world_size
     if refused:
         return communication, refused
     noise = Figure.of(compute, "s", "lower")
-    if noise.n > 1 and communication.median < _iqr(noise):
-        return communication, Refusal(NOT_MEASURABLE, f"serial - compute = {communication.median * 1e3:.3g} ms, below "
-                                                      f"the compute step's own spread (IQR {_iqr(noise) * 1e3:.3g} ms)")
+    if noise.n > 1 and communication.median < noise.iqr:
+        return communication, Refusal(NOT_MEASURABLE, f"serial - compute = {shown(communication.median, 's')}, below "
+                                                      f"the compute step's own spread (IQR {shown(noise.iqr, 's')})")
     return communication, None
 
 
@@ -241,7 +244,7 @@ def efficiency_of(compute: list[float], overlap: list[float], serial: list[float
     _, refused = communication_check(compute, serial, world_size=world_size)
     if refused:
         return None, refused
-    kept = [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c]
+    kept = hidden_shares(compute, overlap, serial)
     if not kept:
         return None, Refusal(NOT_MEASURABLE, "no round's serial step was slower than its compute step")
     efficiency = Figure.of(kept, "", "higher", "absolute")
@@ -251,20 +254,21 @@ def efficiency_of(compute: list[float], overlap: list[float], serial: list[float
     return (None, refused) if refused else (efficiency, None)
 
 
+def hidden_shares(compute: list[float], overlap: list[float], serial: list[float]) -> list[float]:
+    """Per round, the share of its communication that overlapping hid, over the rounds that had some."""
+    return [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c]
+
+
 BELOW = ("the overlapped step was slower than the serial one: overlapping cost more than it hid, the schedule's "
          "compute and communication fighting for the cores")
 ABOVE = "the overlapped step was faster than compute alone, which cannot happen"
-
-
-def _iqr(figure: Figure) -> float:
-    return figure.spread * abs(figure.median)
 
 
 def _record(ctx, mode, name, model: Model, collective_s, wait_s, times, layer_s: list[float], timeline) -> dict:
     compute, overlap, serial = (times[(name, v)] for v in VARIANTS)
     communication, _ = communication_check(compute, serial, world_size=ctx.world_size)
     efficiency, refused = efficiency_of(compute, overlap, serial, world_size=ctx.world_size)
-    kept = [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c]
+    kept = hidden_shares(compute, overlap, serial)
     per_layer = [(s - c) / model.depth for c, s in zip(compute, serial)]
     ideal = ideal_efficiency(model.depth, Figure.of(layer_s, "s", "lower").median,
                              Figure.of(per_layer, "s", "lower").median)

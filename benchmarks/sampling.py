@@ -43,9 +43,10 @@ class Target:
     half_width: float
     kind: str  # "relative" or "absolute"
 
-    def achieved(self, figure: Figure) -> float | None:
-        """The interval's half-width in this target's terms; None when there is no interval yet."""
-        interval = figure.interval
+    def achieved(self, figure: Figure | None) -> float | None:
+        """The interval's half-width in this target's terms; None when there is no interval yet, or no figure
+        (refused so far)."""
+        interval = figure.interval if figure is not None else None
         if interval is None:
             return None
         half = (interval[1] - interval[0]) / 2
@@ -53,7 +54,7 @@ class Target:
             return half
         return half / abs(figure.median) if figure.median else math.inf
 
-    def met(self, figure: Figure) -> bool:
+    def met(self, figure: Figure | None) -> bool:
         got = self.achieved(figure)
         return got is not None and got <= self.half_width
 
@@ -122,10 +123,14 @@ def settled(times: list[float], window: int = SETTLE_WINDOW, tolerance: float = 
     return abs(last - before) <= tolerance * before
 
 
-def sample(ctx, sampling: Sampling, one_round: Round, gated: Callable[[], Mapping[str, tuple[Figure, Target]]]
-           ) -> dict:
+def sample(ctx, sampling: Sampling, one_round: Round,
+           gated: Callable[[], Mapping[str, tuple[Figure | None, Target]]]) -> dict:
     """Warm up, then run rounds until ``gated()``'s figures meet their targets (or the budget or ``max_rounds``
-    ends it, or the count is fixed); what was done, for the records."""
+    ends it, or the count is fixed); what was done, for the records.
+
+    A gated figure refused so far (None: its denominator still within its noise, say) has not met its target:
+    more rounds are what may make it measurable, so they go on within the budget.
+    """
     warmup, warm_times = 0, []
     if sampling.fixed_warmup is not None:
         for index in range(sampling.fixed_warmup):

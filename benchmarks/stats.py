@@ -18,6 +18,7 @@ Nothing here is computed by hand: scipy does the statistics.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -64,13 +65,14 @@ class Figure:
     def n(self) -> int:
         return len(self.samples)
 
-    @property
+    @cached_property
     def median(self) -> float:
         return float(np.median(self.samples))
 
-    @property
+    @cached_property
     def interval(self) -> tuple[float, float] | None:
-        """95% confidence interval of the median; None when there are too few samples for one."""
+        """95% confidence interval of the median; None when there are too few samples for one. Computed once:
+        sampling and the refusal rules ask for it again and again."""
         if self.n < 2 or not all(math.isfinite(s) for s in self.samples):
             return None
         ci = stats.quantile_test(np.asarray(self.samples), q=self.median, p=0.5).confidence_interval(CONFIDENCE)
@@ -78,13 +80,17 @@ class Figure:
             return None
         return float(ci.low), float(ci.high)
 
+    @cached_property
+    def iqr(self) -> float:
+        """Interquartile range, in the figure's unit."""
+        return float(stats.iqr(self.samples))
+
     @property
     def spread(self) -> float:
         """Interquartile range; relative to |median| for quantities."""
-        iqr = float(stats.iqr(self.samples))
         if self.spread_kind == "absolute":
-            return iqr
-        return iqr / abs(self.median) if self.median else math.inf
+            return self.iqr
+        return self.iqr / abs(self.median) if self.median else math.inf
 
     @property
     def unstable(self) -> bool:

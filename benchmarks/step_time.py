@@ -94,8 +94,7 @@ def measure(ctx, settings) -> list[dict]:
                 for name in order if name != BASELINE}
 
     def targets() -> dict:
-        return {name: (figure, GATE_RULES["ratio"].target) for name, (figure, refused) in ratios().items()
-                if figure is not None}
+        return {name: (figure, GATE_RULES["ratio"].target) for name, (figure, _) in ratios().items()}
 
     sampled = sample(ctx, settings.sampling("step_time"), one_round, targets)
     base = times[BASELINE]

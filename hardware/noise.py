@@ -21,6 +21,8 @@ import statistics
 import time
 from pathlib import Path
 
+from .host import usable_cores
+
 LIMITS = {
     "load_per_core": 0.5,
     "other_processes_share": 0.10,
@@ -51,7 +53,7 @@ class NoiseProbe:
 
     def stop(self) -> dict:
         cpu_after, own_after = _cpu_times(self.proc), _tree_ticks(self.proc, self.root_pid)
-        reading = {"cores": _usable_cores(), "seconds": round(time.monotonic() - self.started, 3),
+        reading = {"cores": usable_cores() or os.cpu_count() or 1, "seconds": round(time.monotonic() - self.started, 3),
                    "load_before": self.load_before, "load_after": _loadavg(),
                    **_frequencies(self.sys)}
         if self.cpu_before and cpu_after:
@@ -98,13 +100,6 @@ def _loadavg() -> list[float] | None:
         return [round(v, 2) for v in os.getloadavg()]
     except OSError:
         return None
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def _cpu_times(proc: Path) -> dict | None:

@@ -34,6 +34,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -52,74 +53,82 @@ SLOWDOWNS = (0.025, 0.05, 0.10, 0.20)
 PARTS = ("identical", "slowed", "sensitivity")
 
 
-BUDGETS: list[str] = []
-"""``--budget`` arguments handed to every run of the main job."""
+@dataclass(frozen=True)
+class MainJob:
+    """How every run of the main job is started: ``python -m reports --no-suites`` at ``world_size`` ranks, with
+    the ``--budget`` arguments the gate check was given."""
+
+    world_size: int
+    budgets: tuple[str, ...] = ()
+
+    def run(self, out: Path, *args: str, slowdown_ms: float | None = None) -> Run:
+        before = set(run_names(out))
+        command = [sys.executable, "-m", "reports", "--no-suites", "--out", str(out),
+                   "--world-size", str(self.world_size), *(f"--budget={b}" for b in self.budgets), *args]
+        env = {**os.environ, **({SLOWDOWN_ENV: f"{slowdown_ms:.6g}"} if slowdown_ms is not None else {})}
+        print(f"[gate check] {' '.join(command[1:])}" + (f" ({SLOWDOWN_ENV}={slowdown_ms:.3g})"
+                                                         if slowdown_ms is not None else ""),
+              file=sys.stderr, flush=True)
+        start = time.monotonic()
+        subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=env)
+        (new,) = set(run_names(out)) - before
+        return Run(out / new, time.monotonic() - start)
 
 
-def main_job(out: Path, *args: str, world_size: int, slowdown_ms: float | None = None) -> Path:
-    """One run of ``python -m reports --no-suites`` into ``out``; the new run's directory (its seconds in
-    ``SECONDS``)."""
-    before = set(run_names(out))
-    command = [sys.executable, "-m", "reports", "--no-suites", "--out", str(out), "--world-size", str(world_size),
-               *(f"--budget={b}" for b in BUDGETS), *args]
-    env = {**os.environ, **({SLOWDOWN_ENV: f"{slowdown_ms:.6g}"} if slowdown_ms is not None else {})}
-    print(f"[gate check] {' '.join(command[1:])}" + (f" ({SLOWDOWN_ENV}={slowdown_ms:.3g})"
-                                                     if slowdown_ms is not None else ""), file=sys.stderr, flush=True)
-    start = time.monotonic()
-    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=env)
-    (new,) = set(run_names(out)) - before
-    SECONDS[out / new] = time.monotonic() - start
-    return out / new
+@dataclass(frozen=True)
+class Run:
+    """One run of the main job: its directory, and how long it took."""
+
+    path: Path
+    seconds: float
 
 
-SECONDS: dict[Path, float] = {}
-
-
-def identical(out: Path, runs: int, world_size: int) -> list[dict]:
-    dirs = [main_job(out / "identical", world_size=world_size) for _ in range(runs)]
+def identical(job: MainJob, out: Path, runs: int) -> list[dict]:
+    done = [job.run(out / "identical") for _ in range(runs)]
     rows = []
-    for old, new in itertools.combinations(dirs, 2):
-        changes = compare_runs(old, new)
+    for old, new in itertools.combinations(done, 2):
+        changes = compare_runs(old.path, new.path)
         flagged = [c for c in changes if c.status in FLAGGED]
-        rows.append({"old": old.name, "new": new.name, "metrics": len(changes),
-                     "run (s)": f"{SECONDS[old]:.0f}, {SECONDS[new]:.0f}",
+        rows.append({"old": old.path.name, "new": new.path.name, "metrics": len(changes),
+                     "run (s)": f"{old.seconds:.0f}, {new.seconds:.0f}",
                      "gated regressions": sum(c.gated and c.status == "regression" for c in changes),
                      "flagged": len(flagged), "flagged %": round(100 * len(flagged) / len(changes), 2),
                      "which": ", ".join(f"{c.key} ({c.status})" for c in flagged)})
     return rows
 
 
-def slowed(out: Path, tries: int, world_size: int) -> list[dict]:
+def slowed(job: MainJob, out: Path, tries: int) -> list[dict]:
     rows = []
     for attempt in range(tries):
         where = out / f"slowed-{attempt}"
         bench = ("--benchmark", "overlap", "--benchmark", "step_time")
-        normal = main_job(where, "--impl", "reference", *bench, world_size=world_size)
-        slow = main_job(where, "--impl", SLOWED, *bench, world_size=world_size)
-        changes = {c.key: c for c in compare_runs(normal, slow)}
+        normal = job.run(where, "--impl", "reference", *bench)
+        slow = job.run(where, "--impl", SLOWED, *bench)
+        changes = {c.key: c for c in compare_runs(normal.path, slow.path)}
         rows.append({"try": attempt + 1, **{key: f"{changes[key].status} ({_move(changes[key])}, "
                                                  f"p {changes[key].p_adjusted:.2g})" for key in MUST_FLAG},
                      "caught": all(changes[k].status == "regression" for k in MUST_FLAG)})
     return rows
 
 
-def sensitivity(out: Path, tries: int, world_size: int, slowdowns: tuple[float, ...] = SLOWDOWNS) -> list[dict]:
+def sensitivity(job: MainJob, out: Path, tries: int, slowdowns: tuple[float, ...] = SLOWDOWNS) -> list[dict]:
     """Per try and slowdown: the reference's step slowed by that share of its own measured step, against it."""
     rows = []
     bench = ("--benchmark", "step_time")
     for attempt in range(tries):
         where = out / f"sensitivity-{attempt}"
-        normal = main_job(where, "--impl", "reference", *bench, world_size=world_size)
-        step_ms = next(r["impl_ms"]["median"] for r in load_results(normal)["step_time"] if r["impl"] == "reference")
+        normal = job.run(where, "--impl", "reference", *bench)
+        step_ms = next(r["impl_ms"]["median"] for r in load_results(normal.path)["step_time"]
+                       if r["impl"] == "reference")
         for share in slowdowns:
-            slow = main_job(where, "--impl", SLOWED, *bench, world_size=world_size, slowdown_ms=share * step_ms)
-            change = {c.key: c for c in compare_runs(normal, slow)}[STEP_RATIO]
-            sampling = load_results(slow)["metrics"][STEP_RATIO].get("sampling") or {}
+            slow = job.run(where, "--impl", SLOWED, *bench, slowdown_ms=share * step_ms)
+            change = {c.key: c for c in compare_runs(normal.path, slow.path)}[STEP_RATIO]
+            sampling = load_results(slow.path)["metrics"][STEP_RATIO].get("sampling") or {}
             rows.append({"try": attempt + 1, "slowdown": share, "delay (ms)": round(share * step_ms, 3),
                          "step ratio": _move(change), "p": f"{change.p_adjusted:.2g}",
                          "caught": change.status == "regression", "rounds": sampling.get("rounds"),
-                         "target met": sampling.get("met"), "run (s)": round(SECONDS[slow]),
-                         "normal run (s)": round(SECONDS[normal])})
+                         "target met": sampling.get("met"), "run (s)": round(slow.seconds),
+                         "normal run (s)": round(normal.seconds)})
     return rows
 
 
@@ -176,11 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, value, low in (("--runs", args.runs, 2), ("--tries", args.tries, 1), ("--world-size", args.world_size, 1)):
         if value < low:
             parser.error(f"{name}: got {value}, but should be at least {low}")
-    BUDGETS[:] = args.budget
+    job = MainJob(args.world_size, tuple(args.budget))
     parts = args.part or PARTS
-    same = identical(args.out, args.runs, args.world_size) if "identical" in parts else None
-    slow = slowed(args.out, args.tries, args.world_size) if "slowed" in parts else None
-    sensitive = sensitivity(args.out, args.tries, args.world_size) if "sensitivity" in parts else None
+    same = identical(job, args.out, args.runs) if "identical" in parts else None
+    slow = slowed(job, args.out, args.tries) if "slowed" in parts else None
+    sensitive = sensitivity(job, args.out, args.tries) if "sensitivity" in parts else None
     text = summary(same, slow, sensitive)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gate_check.md").write_text(text)

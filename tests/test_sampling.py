@@ -118,3 +118,14 @@ def test_a_figure_that_missed_its_target_is_not_gated_this_run():
     fixed = gated("k", "lower", figure, "ratio", {**record, "stopped": "fixed rounds"}, "reference")
     assert met.gated and fixed.gated, "met, or a count the user fixed: gated by its rule"
     assert met.threshold == 0.03, "the rule's threshold travels with the metric"
+
+
+def test_a_gated_figure_refused_so_far_has_not_met_its_target():
+    """A noise-bound denominator may clear its noise with more rounds: sampling goes on, never 'targets met'."""
+    kept, one_round = rounds_of(itertools.cycle([1.0, 1.001, 0.999]))
+    record = sample(None, Sampling(min_rounds=10, max_rounds=30, fixed_warmup=0), one_round,
+                    lambda: {"steady": (Figure.of(kept, "x", "lower"), GATE_RULES["ratio"].target),
+                             "refused": (None, GATE_RULES["ratio"].target)})
+    assert record["stopped"] == "max rounds" and record["rounds"] == 30, record
+    assert record["targets"]["refused"] == {"target": "±2%", "achieved": None, "met": False}, record["targets"]
+    assert not Target(0.02, "relative").met(None)

@@ -134,7 +134,7 @@ def read_entry(key: str, entry, run: str) -> Entry:
         raise ValueError(f"got threshold {threshold!r} for metric {key!r} in the {run} run, "
                          "but should be a number >= 0")
     return Entry(float(value), entry.get("unit", ""), better, bool(entry.get("gated", True)),
-                 bool(entry.get("exact", False)), figure, threshold)
+                 bool(entry.get("exact", False)), figure, None if threshold is None else float(threshold))
 
 
 def _same(key: str, field: str, old: Entry, new: Entry) -> None:
@@ -200,20 +200,20 @@ def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold:
     changes: dict[str, Change] = {}
     tested: dict[str, list[tuple[str, float]]] = {family: [] for family in FAMILIES}
     for key in sorted(set(old) | set(new)):
-        limit = _limit(key, new.get(key) or old[key], threshold, prefixes)
         if key not in new or key not in old:
             status, side, entry = ("removed", "old", old[key]) if key not in new else ("added", "new", new[key])
             e = read_entry(key, entry, side)
             values = (e.value, None) if status == "removed" else (None, e.value)
-            changes[key] = Change(key, *values, e.unit, e.better, None, status, limit, e.gated, "-")
+            changes[key] = Change(key, *values, e.unit, e.better, None, status, _limit(key, e, threshold, prefixes),
+                                  e.gated, "-")
             continue
         a, b = read_entry(key, old[key], "old"), read_entry(key, new[key], "new")
         for field in ("better", "unit"):
             _same(key, field, a, b)
         if any(key.startswith(prefix) for prefix in gate):
             b = replace(b, gated=True)
-        own = (new[key] if isinstance(new[key], dict) else {}).get("threshold")
-        changes[key] = _compare_one(key, a, b, limit, absolute_threshold if own is None else float(own))
+        changes[key] = _compare_one(key, a, b, _limit(key, b, threshold, prefixes),
+                                    absolute_threshold if b.threshold is None else b.threshold)
         if changes[key].test == "mann-whitney":
             tested[changes[key].family].append((key, changes[key].p_value))
     for family, pairs in tested.items():
@@ -225,10 +225,10 @@ def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold:
     return [changes[k] for k in sorted(changes)]
 
 
-def _limit(key: str, entry, default: float, prefixes: Mapping[str, float]) -> float:
-    """A prefix the caller gave wins; then the metric's own practical threshold; then the default."""
-    own = entry.get("threshold") if isinstance(entry, dict) else None
-    return threshold_for(key, default if own is None else float(own), prefixes)
+def _limit(key: str, entry: Entry, default: float, prefixes: Mapping[str, float]) -> float:
+    """A prefix the caller gave wins; then the metric's own practical threshold (the newer run's); then the
+    default."""
+    return threshold_for(key, default if entry.threshold is None else entry.threshold, prefixes)
 
 
 def _compare_one(key: str, a: Entry, b: Entry, limit: float, absolute_limit: float) -> Change:

@@ -54,7 +54,7 @@ def headline_rows(metrics: dict) -> list[dict]:
     it was sampled."""
     rows = []
     for key, metric in sorted(metrics.items()):
-        if (metric.get("gated") or metric.get("sampling")) and isinstance(metric.get("figure"), dict):
+        if _headline(metric):
             sampling = metric.get("sampling") or {}
             met = {True: "yes", False: "**no**", None: ""}[sampling.get("met")]
             rows.append({"figure": key, "median [95% interval]": describe(Figure.from_json(metric["figure"])),
@@ -64,13 +64,18 @@ def headline_rows(metrics: dict) -> list[dict]:
     return rows
 
 
+def _headline(metric: dict) -> bool:
+    """A metric with samples under a gate rule: gated, or not this run for a missed target."""
+    return bool(metric.get("gated") or metric.get("sampling")) and isinstance(metric.get("figure"), dict)
+
+
 def missed_targets(metrics: dict) -> list[str]:
-    """Figures gated by their rule whose calibrated sampling missed the target: informative this run."""
-    return sorted(k for k, m in metrics.items() if (m.get("sampling") or {}).get("met") is False
-                  and m["sampling"].get("stopped") != "fixed rounds")
+    """Figures under a gate rule that ``benchmarks.registry.gated`` left ungated: their calibrated sampling missed
+    the target, so they are informative this run."""
+    return sorted(k for k, m in metrics.items() if m.get("sampling") and not m.get("gated"))
 
 
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e-?\d+)?")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
 def refusals(results: dict) -> list[str]:
@@ -135,7 +140,7 @@ def summary_markdown(results: dict) -> str:
         parts.append("Refused figures (null in results.json, never gated or given a verdict):\n\n"
                      + "\n".join(f"- {line}" for line in refused))
     unstable = unstable_keys(metrics)
-    covered = [k for k in unstable if metrics[k].get("gated") or metrics[k].get("sampling")]
+    covered = [k for k in unstable if _headline(metrics[k])]
     parts.append(f"Unstable figures ({UNSTABLE_MARK}): {len(unstable)}"
                  + (f", {len(covered)} of them in the headline table above" if covered else "")
                  + ("; the tables below mark the others." if len(unstable) > len(covered) else "."))
