@@ -14,6 +14,8 @@ with that reason (``benchmarks.measurable``).
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.distributed as dist
 
@@ -24,9 +26,9 @@ from .emulation import layer_stack
 from .measurable import lone_rank, ratio
 from .registry import Benchmark, Metric, Record, figure_of, figures_json
 from .settings import Model
-from .sampling import sample
+from .sampling import rotating_round, sample
 from .stats import Figure
-from .timing import timed
+from .timing import milliseconds
 
 MODELS = {"small (<10M)": Model(width=512, depth=8, batch=8), "medium (10M-100M)": Model(width=1024, depth=12, batch=8)}
 BUCKET_MIB = 25
@@ -71,17 +73,8 @@ def measure(ctx, settings) -> list[dict]:
             model = settings.real
         naive, bucketed = _steps(ctx, model)
         times = {"naive": [], "bucketed": []}
-
-        def one_round(i: int, keep: bool) -> float:
-            order = (("naive", naive), ("bucketed", bucketed))
-            total = 0.0
-            for name, step in order if i % 2 else reversed(order):
-                t = timed(ctx, step)
-                total += t
-                if keep:
-                    times[name].append(t * 1e3)
-            return total
-
+        one_round = rotating_round({"naive": partial(milliseconds, ctx, naive),
+                                    "bucketed": partial(milliseconds, ctx, bucketed)}, times)
         sampled = sample(ctx, settings.sampling("bucketing", gated=False), one_round, dict)
         params = model.width * model.width * model.depth
         refused = lone_rank(ctx.world_size, "for buckets to save")

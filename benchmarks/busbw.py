@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -43,7 +44,7 @@ from reference.layout import POLICIES, get_policy, pad
 
 from .measurable import lone_rank, ratio
 from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
-from .sampling import GATE_RULES, Sampling, sample
+from .sampling import GATE_RULES, Sampling, rotating_round, sample
 from .stats import Figure
 from .timing import timed
 
@@ -201,15 +202,7 @@ def measure(ctx, settings) -> list[dict]:
                 buffers = {p: make_buffers(collective, placement, counts[p], n, ctx.device) for p in PADDINGS}
                 ops = {p: b.op(ctx.rank, ctx.group) for p, b in buffers.items()}
                 seconds: dict[str, list[float]] = {p: [] for p in PADDINGS}
-
-                def one_round(i: int, keep: bool) -> float:
-                    total = 0.0
-                    for p in PADDINGS[i % len(PADDINGS):] + PADDINGS[: i % len(PADDINGS)]:
-                        t = timed(ctx, ops[p], calls)
-                        total += t
-                        if keep:
-                            seconds[p].append(t)
-                    return total
+                one_round = rotating_round({p: partial(timed, ctx, ops[p], calls) for p in PADDINGS}, seconds)
 
                 def effective_now() -> dict:
                     return {p: _effective(collective, counts[p], requested, seconds[p], n) for p in PADDINGS}

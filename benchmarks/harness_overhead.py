@@ -27,7 +27,7 @@ from ranks.recording import recording
 from .busbw import ELEMENT
 from .measurable import lone_rank, ratio
 from .registry import Benchmark, Metric, Record, figure_of, gated
-from .sampling import GATE_RULES, sample
+from .sampling import GATE_RULES, rotating_round, sample
 from .timing import timed
 
 COUNT = 2**18  # 1 MiB of fp32
@@ -61,16 +61,7 @@ def side_by_side(ctx, sampling, with_it, without_it, gated_as: str | None) -> tu
     """``with_it()`` and ``without_it()`` per round, the order alternating; the record of the pair (its ratio or
     why it is refused, and how it was sampled). ``gated_as``: the gate rule its rounds are calibrated to."""
     times: dict[str, list[float]] = {"with": [], "without": []}
-
-    def one_round(i: int, keep: bool) -> float:
-        pair = (("with", with_it), ("without", without_it))
-        total = 0.0
-        for name, op in pair if i % 2 == 0 else reversed(pair):
-            t = op()
-            total += t
-            if keep:
-                times[name].append(t)
-        return total
+    one_round = rotating_round({"with": with_it, "without": without_it}, times)
 
     def targets() -> dict:
         figure, _ = ratio(times["with"], times["without"], "lower", "the time without it", "s")

@@ -204,7 +204,7 @@ def measure(ctx, settings) -> list[dict]:
         # At one rank there is nothing to hide (refused whatever the rounds): no calibration to aim for.
         calibrated = mode == "emulated" and ctx.world_size > 1
 
-        def gated() -> dict:
+        def targets() -> dict:
             if not calibrated:
                 return {}
             efficiencies = {name: efficiency_of(*(times[(name, v)] for v in VARIANTS), world_size=ctx.world_size)
@@ -213,7 +213,7 @@ def measure(ctx, settings) -> list[dict]:
                     for name, (figure, refused) in efficiencies.items()}
 
         with watch_sleeps() as sleeps:
-            sampled = sample(ctx, settings.sampling("overlap", gated=calibrated), one_round, gated)
+            sampled = sample(ctx, settings.sampling("overlap", gated=calibrated), one_round, targets)
         overshoot = sleep_overshoot(sleeps) if mode == "emulated" and ctx.device.type == "cpu" else None
         for impl in impls:
             timeline = record_timeline(ctx, impl, model, wait_s) if mode == "emulated" else None

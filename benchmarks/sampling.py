@@ -113,6 +113,24 @@ Round = Callable[[int, bool], float]
 and return the round's time (the sum of its timed steps), by which the warm-up settles."""
 
 
+def rotating_round(ops: Mapping[str, Callable[[], float]], kept: Mapping[str, list[float]]) -> Round:
+    """A round that times every op once, starting one op later each round so that none always runs first (on a
+    warm cache, or right after another's traffic); each time goes to ``kept[name]`` when the round is kept."""
+    names = list(ops)
+
+    def one_round(index: int, keep: bool) -> float:
+        shift = index % len(names)
+        total = 0.0
+        for name in names[shift:] + names[:shift]:
+            seconds = ops[name]()
+            total += seconds
+            if keep:
+                kept[name].append(seconds)
+        return total
+
+    return one_round
+
+
 def settled(times: list[float], window: int = SETTLE_WINDOW, tolerance: float = SETTLE_TOLERANCE) -> bool:
     """Whether the last ``window`` round times agree with the ``window`` before them (medians within
     ``tolerance``)."""

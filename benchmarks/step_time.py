@@ -10,6 +10,8 @@ per-round ratio to torch DDP, gated, its rounds calibrated to its target
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from reference.config import DDPConfig
@@ -17,9 +19,9 @@ from reference.config import DDPConfig
 from .emulation import layer_stack
 from .measurable import ratio
 from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
-from .sampling import GATE_RULES, sample
+from .sampling import GATE_RULES, rotating_round, sample
 from .stats import Figure
-from .timing import timed
+from .timing import milliseconds
 
 BASELINE = "torch DDP (plain)"
 LR = 1e-3
@@ -79,15 +81,7 @@ def measure(ctx, settings) -> list[dict]:
     steps[BASELINE] = _baseline_step(ctx, model, x)
     times = {name: [] for name in steps}
     order = list(steps)
-
-    def one_round(i: int, keep: bool) -> float:
-        total = 0.0
-        for name in order[i % len(order):] + order[: i % len(order)]:
-            t = timed(ctx, steps[name])
-            total += t
-            if keep:
-                times[name].append(t * 1e3)
-        return total
+    one_round = rotating_round({name: partial(milliseconds, ctx, step) for name, step in steps.items()}, times)
 
     def ratios() -> dict:
         return {name: ratio(times[name], times[BASELINE], "lower", "torch DDP's step", "ms")

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from benchmarks.sampling import GATE_RULES, Sampling, Target, sample, settled
+from benchmarks.sampling import GATE_RULES, Sampling, Target, rotating_round, sample, settled
 from benchmarks.stats import Figure
 
 
@@ -129,3 +129,17 @@ def test_a_gated_figure_refused_so_far_has_not_met_its_target():
     assert record["stopped"] == "max rounds" and record["rounds"] == 30, record
     assert record["targets"]["refused"] == {"target": "±2%", "achieved": None, "met": False}, record["targets"]
     assert not Target(0.02, "relative").met(None)
+
+
+def test_a_rotating_round_times_every_op_once_and_starts_one_later_each_round():
+    calls = []
+    ops = {name: (lambda name=name, seconds=seconds: calls.append(name) or seconds)
+           for name, seconds in (("a", 1.0), ("b", 2.0), ("c", 4.0))}
+    kept = {"a": [], "b": [], "c": []}
+    one_round = rotating_round(ops, kept)
+    assert one_round(0, False) == 7.0, "a round's time is the sum of its ops' times"
+    assert kept == {"a": [], "b": [], "c": []}, "a warm-up round keeps nothing"
+    for index in (1, 2, 3):
+        one_round(index, True)
+    assert calls == [*"abc", *"bca", *"cab", *"abc"], f"got the order {calls}, but each round should start one later"
+    assert kept == {"a": [1.0] * 3, "b": [2.0] * 3, "c": [4.0] * 3}

@@ -4,7 +4,6 @@ import dataclasses
 import time
 
 import pytest
-import torch.distributed as dist
 
 from reference.process_groups import new_group
 from suites.impls import load_implementation
