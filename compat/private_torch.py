@@ -2,7 +2,7 @@
 
 A GPU image carries an older torch than the tests' pin, and users run the
 newest: a private name may be missing, moved or renamed in either. So no
-file of the project reads one directly (``tests/test_private_torch.py``
+file of the project reads one directly (``tests/compat/test_private_torch.py``
 scans the code for any that does); each is read here, once, and where torch
 lacks it the fallback below takes over: a documented value, a public
 equivalent, or the feature declared unavailable with the reason. ``READS``

@@ -9,7 +9,7 @@ The set sets what a survivor costs, the order what a killed mutant costs
   (the suite plugin imports ``DDPConfig`` for an ``isinstance`` test only);
 - the multigpu suite trains through every runtime module, and builds its
   buffers through the planner;
-- ``tests/test_config_errors.py`` and ``tests/test_reference_api.py`` check
+- ``tests/reference/test_config_errors.py`` and ``tests/reference/test_api.py`` check
   what an adapter cannot reach: the errors and defaults of ``LayoutConfig``,
   ``DDPConfig``, the planner's helpers and ``ReferenceOptimizer``'s default norm.
 
@@ -28,7 +28,7 @@ PYTEST = (sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", 
           "--pg-timeout=30")
 LAYOUT = "suites/layout"
 MULTIGPU = "suites/multigpu"
-OWN_API = ("tests/test_config_errors.py", "tests/test_reference_api.py")
+OWN_API = ("tests/reference/test_config_errors.py", "tests/reference/test_api.py")
 LAST = ("suites/multigpu/test_bad_input.py",)  # waits out its ranks' failures: ~12 s before a first kill elsewhere
 STEPPING = ("suites/multigpu/test_vs_single_process.py", "suites/multigpu/test_vs_torch_ddp.py",
             "suites/multigpu/test_experts.py")  # every step: clipping, norms, zero counts, the optimizer

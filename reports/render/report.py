@@ -42,7 +42,7 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
         if results["conformance"] else "Not run (--no-suites).",
         "## Suite strength: deliberately broken implementations",
         strength_markdown(results["strength"]) if results["strength"] else
-        "Not run (smoke mode, --no-suites or --no-strength); tests/test_suite_strength.py checks the catalogue "
+        "Not run (smoke mode, --no-suites or --no-strength); tests/reports/conformance/test_strength.py checks the catalogue "
         "in CI.",
         score_markdown(),
         "## Comparison with the previous run of this setup", comparison,

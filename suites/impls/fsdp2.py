@@ -24,7 +24,7 @@ reduce-scattered after their backward. What the suites can ask of it:
     divide (``set_force_sum_reduction_for_comms``).
 
 Not claimed: ``layout``, ``buffer``, ``shards`` (no bucketed buffer: FSDP2's
-per-param dim-0 rule is checked by tests/test_fsdp2_adapter.py), ``expert``,
+per-param dim-0 rule is checked by tests/suites/impls/test_fsdp2.py), ``expert``,
 ``validation``. ``unsupported`` names the knobs it has no counterpart for.
 
 ``FSDP2Implementation`` takes the function that makes a unit and the reasons

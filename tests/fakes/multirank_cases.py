@@ -1,7 +1,7 @@
 """Multi-rank checks that go wrong on purpose: the harness must fail or skip them, never hang.
 
 Not collected by the normal run (the name does not start with ``test_``);
-tests/test_multigpu_harness.py runs this file with
+tests/suites/multigpu/test_harness.py runs this file with
 ``-p suites.multigpu.harness.plugin`` and short timeouts. Tests run in file
 order; the last one shows what is left after a collective timed out.
 """

@@ -1,6 +1,6 @@
 """A module whose collection depends on the rank: under torchrun the harness must refuse to start.
 
-Run by tests/test_multigpu_harness.py; not collected by the normal run.
+Run by tests/suites/multigpu/test_harness.py; not collected by the normal run.
 """
 
 import os

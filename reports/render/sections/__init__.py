@@ -1,7 +1,7 @@
 """How each benchmark's section of the report looks: one module per benchmark, found by the benchmark's name.
 
 A section module has ``markdown(records) -> str`` and, where the section has
-plots, ``plots(records, out_dir) -> [paths]``. ``tests/test_reports.py``
+plots, ``plots(records, out_dir) -> [paths]``. ``tests/reports/test_main.py``
 checks that every registered benchmark has one.
 """
 

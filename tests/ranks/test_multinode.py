@@ -3,7 +3,7 @@
 Each agent is one "node" with one process; they meet through torchrun's
 static rendezvous (``--rdzv-backend=static`` with ``--node-rank`` and a fixed
 master address and port), which has no store to race for: node 0 hosts the
-store, node 1 connects to it. tests/test_launch_forms.py runs the main job
+store, node 1 connects to it. tests/reports/test_launch_forms.py runs the main job
 the same way.
 """
 
@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 
-from .pytest_run import ROOT
+from tests.pytest_run import ROOT
 
 TIMEOUT = 300
 

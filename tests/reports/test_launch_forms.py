@@ -16,8 +16,8 @@ import sys
 from benchmarks import BENCHMARKS
 from reports.store.writer import latest_run
 
-from .pytest_run import ROOT
-from .test_multinode import two_nodes
+from tests.pytest_run import ROOT
+from tests.ranks.test_multinode import two_nodes
 
 SUITE_CHECKS = ["suites/multigpu/test_harness.py::*", "*::test_matches_torch_ddp[[]allreduce-overlap-tiny]"]
 SUITE = ["--no-strength", "--impl", "reference", "--suite", "suites/multigpu",

@@ -13,9 +13,8 @@ def result(impl: str, header: str, outcomes) -> SuiteResult:
 
 
 def test_every_suite_test_module_has_a_family():
-    from pathlib import Path
+    from tests.pytest_run import ROOT as root
 
-    root = Path(__file__).resolve().parent.parent
     modules = [p.relative_to(root).as_posix() for suite in ("suites/layout", "suites/multigpu")
                for p in (root / suite).glob("test_*.py")]
     assert [m for m in modules if family_of(f"{m}::test_x") == "other"] == [], "a test module with no family"

@@ -21,9 +21,9 @@ import torch.distributed as dist
 
 from ranks.recording import forget_recorders, recording
 from reference.process_groups import new_group, unbound_default_group
+from tests.pytest_run import ROOT
 
 PRETEND = torch.device("cuda", 0)
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ import pytest
 
 from suites.impls import load_implementation
 
-from .pytest_run import run_pytest
+from tests.pytest_run import run_pytest
 
 EXAMPLE = "wrap:fixtures.examples.bucketed_hooks:factory"
 CHECKS = ("suites/multigpu/test_vs_torch_ddp.py", "suites/multigpu/test_no_sync.py", "suites/multigpu/test_overlap.py")

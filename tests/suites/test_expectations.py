@@ -4,7 +4,7 @@ import pytest
 
 from suites.expectations import Expectation, load_expectations
 
-from .pytest_run import run_pytest
+from tests.pytest_run import run_pytest
 
 TARGET = "suites/layout/test_golden.py::test_seed_example_1_needs_no_padding"
 

@@ -20,8 +20,8 @@ from hardware.probe import collect_hardware
 from reports.render import hardware as hardware_markdown_module
 from reports.render.hardware import hardware_markdown
 
-from .fakes.fake_nvml import FakeNVML, fake_gpu
-from .pytest_run import ROOT
+from tests.fakes.fake_nvml import FakeNVML, fake_gpu
+from tests.pytest_run import ROOT
 
 
 def nvml_works() -> bool:

@@ -19,8 +19,8 @@ import torch.distributed as dist
 from torch.nn.parallel import distributed as torch_ddp
 
 from compat import private_torch
+from tests.pytest_run import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("reference", "ranks", "suites", "benchmarks", "reports", "fixtures")
 # Private members of the torch classes the project handles, read on an object (``pg._get_backend``, ``t._base``).
 TORCH_CLASSES = (dist.ProcessGroup, dist.Work, torch.nn.parallel.DistributedDataParallel, torch.Tensor, torch.nn.Module,

@@ -5,7 +5,7 @@ import json
 from benchmarks import BENCHMARKS
 from reports.store.schema import METRIC_FIELDS, RUN_FIELDS, schema_markdown
 
-from .pytest_run import ROOT
+from tests.pytest_run import ROOT
 
 
 def test_committed_schema_is_the_generated_one():

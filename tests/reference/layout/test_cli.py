@@ -11,7 +11,7 @@ from reference.layout import LayoutConfig, plan_layout
 from reference.layout.catalog import model_specs
 from reference.layout.cli import main
 
-from .pytest_run import ROOT
+from tests.pytest_run import ROOT
 
 
 def run_cli(*args):

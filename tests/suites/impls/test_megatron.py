@@ -23,7 +23,6 @@ import pytest
 
 from suites.impls.megatron_cpu import installed_version
 
-ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(installed_version() is None, reason="megatron-core is not installed")
 
@@ -51,6 +50,7 @@ import torch, torch.distributed as dist
 from reference.config import DDPConfig
 from suites.impls.megatron_core import implementation as megatron
 import megatron.core.optimizer as upstream
+from tests.pytest_run import ROOT
 
 dist.init_process_group("gloo", store=dist.FileStore(tempfile.mktemp(), 1), rank=0, world_size=1)
 built = {}

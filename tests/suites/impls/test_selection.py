@@ -6,7 +6,7 @@ import pytest
 
 from suites.impls import REGISTRY, load_implementation
 
-from .pytest_run import run_pytest
+from tests.pytest_run import run_pytest
 
 
 def test_registered_names_load():

@@ -27,7 +27,7 @@ from ranks.pool import PoolError, WorkerPool
 from ranks.settings import Settings
 from suites.multigpu.harness.settings import settings_from
 
-from .pytest_run import ROOT, run_pytest
+from tests.pytest_run import ROOT, run_pytest
 
 PLUGIN = ("-p", "suites.multigpu.harness.plugin")
 HARNESS_TESTS = "suites/multigpu/test_harness.py"

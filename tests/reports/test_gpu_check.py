@@ -10,7 +10,7 @@ from collections import Counter
 from reports.failure_causes import Cause, cause_of, causes_in_junit
 from reports.gpu_check import Step, plan, shared_world_sizes, summary_markdown, world_sizes
 
-from .pytest_run import ROOT
+from tests.pytest_run import ROOT
 
 
 def names(steps) -> list[str]:

@@ -12,8 +12,8 @@ from reports.comparison.changes import Change, compare_metrics, compare_runs, th
 from reports.render.comparison import comparison_markdown
 from reports.comparison.comparable import previous_comparable
 from reports.store.writer import dump_json, write_run
+from tests.pytest_run import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BUSBW = "busbw/all_reduce/padded/out-of-place/1048576"
 STEP = "step_time/ratio_median"
 FAILED = "conformance/suites/layout/reference/failed"
