@@ -14,34 +14,48 @@ with that reason (``benchmarks.measurable``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
+from datamodel import doc
 from reference.config import DDPConfig
 from reference.ddp import DistributedDataParallel
 
 from .emulation import layer_stack
-from .measurable import lone_rank, ratio
-from .registry import Benchmark, Metric, Record, figure_of, figures_json
+from .measurable import Refusal, lone_rank, ratio
+from .registry import Benchmark, Metric, informative
 from .settings import Model
-from .sampling import rotating_round, sample
+from .sampling import Sampled, rotating_round, sample
 from .stats import Figure
 from .timing import milliseconds
 
 MODELS = {"small (<10M)": Model(width=512, depth=8, batch=8), "medium (10M-100M)": Model(width=1024, depth=12, batch=8)}
 BUCKET_MIB = 25
 
-RECORD = Record({
-    "model": "size class the notes name, with width, depth, batch and params",
-    "naive_ms": "figure: step with one all-reduce per param after backward",
-    "bucketed_ms": "figure: step with the reference's 25 MiB buckets, overlapped",
-    "speedup": "figure: naive step over bucketed step, per round; null when refused",
-    "refused": "why the speed-up is not given (benchmarks/measurable.py), or null",
-    "sampling": "rounds, warm-up and why sampling stopped (a fixed count: the speed-up is informative)",
-    "world_size": "ranks",
-})
+@dataclass(frozen=True)
+class SizedModel:
+    size_class: str = doc("the size class the notes name", json="class")
+    width: int = doc("width of each bias-free Linear layer")
+    depth: int = doc("layers")
+    batch: int = doc("rows of each rank's input")
+    params: int = doc("parameters")
+
+
+@dataclass(frozen=True)
+class BucketingRecord:
+    """One model's step with a per-parameter all-reduce against the reference's bucketed, overlapped sync."""
+
+    model: SizedModel = doc("size class the notes name, with width, depth, batch and params")
+    naive_ms: Figure = doc("step with one all-reduce per param after backward")
+    bucketed_ms: Figure = doc("step with the reference's 25 MiB buckets, overlapped")
+    speedup: Figure | None = doc("naive step over bucketed step, per round; null when refused")
+    refused: Refusal | None = doc("why the speed-up is not given (benchmarks/measurable.py), or null")
+    sampling: Sampled = doc("rounds, warm-up and why sampling stopped (a fixed count: the speed-up is informative)")
+    world_size: int = doc("ranks")
 
 
 def _steps(ctx, model: Model):
@@ -66,7 +80,7 @@ def _steps(ctx, model: Model):
     return naive, bucketed
 
 
-def measure(ctx, settings) -> list[dict]:
+def measure(ctx, settings) -> list[BucketingRecord]:
     records = []
     for label, model in MODELS.items():
         if settings.smoke:
@@ -76,28 +90,25 @@ def measure(ctx, settings) -> list[dict]:
         one_round = rotating_round({"naive": partial(milliseconds, ctx, naive),
                                     "bucketed": partial(milliseconds, ctx, bucketed)}, times)
         sampled = sample(ctx, settings.sampling("bucketing", gated=False), one_round, dict)
-        params = model.width * model.width * model.depth
         refused = lone_rank(ctx.world_size, "for buckets to save")
         speedup, refused = (None, refused) if refused else ratio(times["naive"], times["bucketed"], "higher",
                                                                  "the bucketed step", "ms")
-        records.append({"model": {"class": label, "width": model.width, "depth": model.depth,
-                                  "batch": model.batch, "params": params},
-                        "world_size": ctx.world_size, "speedup": speedup.to_json() if speedup else None,
-                        "refused": refused.to_json() if refused else None, "sampling": sampled,
-                        **figures_json(naive_ms=Figure.of(times["naive"], "ms", "lower"),
-                                       bucketed_ms=Figure.of(times["bucketed"], "ms", "lower"))})
+        records.append(BucketingRecord(
+            model=SizedModel(label, model.width, model.depth, model.batch, model.width * model.width * model.depth),
+            naive_ms=Figure.of(times["naive"], "ms", "lower"), bucketed_ms=Figure.of(times["bucketed"], "ms", "lower"),
+            speedup=speedup, refused=refused, sampling=sampled, world_size=ctx.world_size))
     return records
 
 
-def metrics(records: list[dict]) -> list[Metric]:
-    return [Metric(f"bucketing/{r['model']['class'].split()[0]}/speedup", "x", "higher", False,
-                   figure=figure_of(r, "speedup")) for r in records if r["speedup"] is not None]
+def metrics(records: Sequence[BucketingRecord]) -> dict[str, Metric]:
+    return {f"bucketing/{r.model.size_class.split()[0]}/speedup": informative(r.speedup)
+            for r in records if r.speedup is not None}
 
 
 BENCHMARK = Benchmark(
     name="bucketing",
     title="Bucketing: per-parameter all-reduce against bucketed, overlapped sync",
-    record=RECORD,
+    record=BucketingRecord,
     run=measure,
     metrics=metrics,
 )

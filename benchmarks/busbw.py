@@ -34,17 +34,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
+from datamodel import doc
 from reference.buffer import shard_buffer
 from reference.collectives import all_gather, reduce_scatter
 from reference.layout import POLICIES, get_policy, pad
 
-from .measurable import lone_rank, ratio
-from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
-from .sampling import GATE_RULES, Sampling, rotating_round, sample
+from .measurable import Refusal, lone_rank, ratio
+from .registry import Benchmark, Metric, absolute, gated
+from .sampling import GATE_RULES, Sampled, Sampling, rotating_round, sample
 from .stats import Figure
 from .timing import timed
 
@@ -55,37 +57,44 @@ PLACEMENTS = ("out-of-place", "in-place")
 ELEMENT = torch.float32
 GATED_PLACEMENT = "in-place"  # how DDP uses a bucket: a view of the buffer, cached shard views
 
-RECORD = Record({
-    "collective": "all_reduce, reduce_scatter or all_gather",
-    "policy": "unpadded, or the padding policy the bucket was padded under",
-    "placement": "out-of-place (separate tensors) or in-place (a bucket view and its cached shard views)",
-    "size_bytes": "bytes the collective moves (the padded bucket; the full, gathered size)",
-    "count": "elements moved (padded)",
-    "requested_count": "elements of the bucket before padding (deliberately unaligned)",
-    "type": "element type",
-    "redop": "reduction op (none for all_gather)",
-    "time_us": "figure: microseconds per call, the slowest rank's mean per round",
-    "calls": "back-to-back calls averaged into one sample",
-    "algbw_gbps": "figure: nccl-tests algorithm bandwidth, size / time, GB/s (1e9 B/s)",
-    "busbw_gbps": "figure: nccl-tests bus bandwidth, GB/s; null at one rank (no bus traffic)",
-    "effective_busbw_gbps": "figure: bus bandwidth over the unpadded bucket's bytes only; null at one rank",
-    "effective_ratio_to_unpadded": "figure: effective busbw over unpadded's, per round; null for unpadded and "
-                                   "when refused",
-    "refused": "why the ratio is not given (one rank; benchmarks/measurable.py), or null",
-    "sampling": "rounds, warm-up, why sampling stopped, the ratios' targets and whether they were met",
-    "wrong": "elements with a wrong value after the collective (checked after timing), summed over ranks",
-    "world_size": "ranks",
-    "backend": "gloo or nccl",
-})
+@dataclass(frozen=True)
+class BusbwRecord:
+    """One (size, collective, placement, padding) of the sweep, in nccl-tests' columns."""
+
+    collective: str = doc("all_reduce, reduce_scatter or all_gather")
+    policy: str = doc("unpadded, or the padding policy the bucket was padded under")
+    placement: str = doc("out-of-place (separate tensors) or in-place (a bucket view and its cached shard views)")
+    size_bytes: int = doc("bytes the collective moves (the padded bucket; the full, gathered size)")
+    count: int = doc("elements moved (padded)")
+    requested_count: int = doc("elements of the bucket before padding (deliberately unaligned)")
+    element_type: str = doc("element type", json="type")
+    redop: str = doc("reduction op (none for all_gather)")
+    time_us: Figure = doc("microseconds per call, the slowest rank's mean per round")
+    calls: int = doc("back-to-back calls averaged into one sample")
+    algbw_gbps: Figure = doc("nccl-tests algorithm bandwidth, size / time, GB/s (1e9 B/s)")
+    busbw_gbps: Figure | None = doc("nccl-tests bus bandwidth, GB/s; null at one rank (no bus traffic)")
+    effective_busbw_gbps: Figure | None = doc("bus bandwidth over the unpadded bucket's bytes only; null at one rank")
+    effective_ratio_to_unpadded: Figure | None = doc("effective busbw over unpadded's, per round; null for unpadded "
+                                                     "and when refused")
+    refused: Refusal | None = doc("why the ratio is not given (one rank; benchmarks/measurable.py), or null")
+    sampling: Sampled = doc("rounds, warm-up, why sampling stopped, the ratios' targets and whether they were met")
+    wrong: int = doc("elements with a wrong value after the collective (checked after timing), summed over ranks")
+    world_size: int = doc("ranks")
+    backend: str = doc("gloo or nccl")
+
+    @property
+    def requested_bytes(self) -> int:
+        """The bucket's size before padding, which every padding of one cell shares."""
+        return self.requested_count * ELEMENT.itemsize
 
 
 @dataclass(frozen=True)
 class Sweep:
     """What the sweep measures; sizes are the requested bucket sizes in bytes, before padding."""
 
-    sizes: tuple[int, ...]
-    rounds: int
-    warmup: int
+    sizes: tuple[int, ...] = doc("bucket sizes in bytes, before padding")
+    rounds: int = doc("rounds of the cells that are not gated (the gated ones calibrate theirs)")
+    warmup: int = doc("warm-up rounds of those cells")
 
     @classmethod
     def geometric(cls, smallest: int, largest: int, rounds: int, warmup: int = 2, factor: int = 4) -> "Sweep":
@@ -225,9 +234,8 @@ def measure(ctx, settings) -> list[dict]:
                 final = ratios(effective)
                 for p in PADDINGS:
                     figure, refused = final.get(p, (None, None))
-                    records.append({**_record(ctx, collective, placement, p, counts[p], requested, seconds[p], calls,
-                                              effective[p], figure, _wrong(ctx, buffers[p], ops[p])),
-                                    "refused": refused.to_json() if refused else None, "sampling": sampled})
+                    records.append(_record(ctx, collective, placement, p, counts[p], requested, seconds[p], calls,
+                                           effective[p], figure, refused, sampled, _wrong(ctx, buffers[p], ops[p])))
     return records
 
 
@@ -251,58 +259,58 @@ def _wrong(ctx, buffers: Buffers, op) -> int:
     return int(wrong.item())
 
 
-def _record(ctx, collective, placement, policy, count, requested, seconds, calls, effective, figure, wrong) -> dict:
+def _record(ctx, collective: str, placement: str, policy: str, count: int, requested: int, seconds: list[float],
+            calls: int, effective: list[float], ratio_figure: Figure | None, refused: Refusal | None, sampled: Sampled,
+            wrong: int) -> BusbwRecord:
     n, size_bytes = ctx.world_size, count * ELEMENT.itemsize
-    bus = n > 1
-    return {
-        "collective": collective, "policy": policy, "placement": placement,
-        "size_bytes": size_bytes, "count": count, "requested_count": requested,
-        "type": "float32", "redop": "none" if collective == "all_gather" else "sum",
-        "calls": calls,
-        **figures_json(time_us=Figure.of([s * 1e6 for s in seconds], "us", "lower"),
-                       algbw_gbps=Figure.of([bandwidths(collective, size_bytes, s, n)[0] for s in seconds],
-                                            "GB/s", "higher")),
-        "busbw_gbps": _figure_json([bandwidths(collective, size_bytes, s, n)[1] for s in seconds], bus),
-        "effective_busbw_gbps": _figure_json(effective, bus),
-        "effective_ratio_to_unpadded": None if figure is None else figure.to_json(),
-        "wrong": wrong, "world_size": n, "backend": ctx.backend,
-    }
+    bus = n > 1  # at one rank nothing crosses a bus: busbw is undefined
+    busbw = [bandwidths(collective, size_bytes, s, n)[1] for s in seconds]
+    return BusbwRecord(
+        collective=collective, policy=policy, placement=placement, size_bytes=size_bytes, count=count,
+        requested_count=requested, element_type="float32", redop="none" if collective == "all_gather" else "sum",
+        time_us=Figure.of([s * 1e6 for s in seconds], "us", "lower"), calls=calls,
+        algbw_gbps=Figure.of([bandwidths(collective, size_bytes, s, n)[0] for s in seconds], "GB/s", "higher"),
+        busbw_gbps=Figure.of(busbw, "GB/s", "higher") if bus else None,
+        effective_busbw_gbps=Figure.of(effective, "GB/s", "higher") if bus else None,
+        effective_ratio_to_unpadded=ratio_figure, refused=refused, sampling=sampled, wrong=wrong, world_size=n,
+        backend=ctx.backend)
 
 
-def _figure_json(samples: list[float], defined: bool) -> dict | None:
-    return Figure.of(samples, "GB/s", "higher").to_json() if defined else None
+def largest(records: Sequence[BusbwRecord]) -> int:
+    return max(r.requested_count for r in records)
 
 
-def largest(records: list[dict]) -> int:
-    return max(r["requested_count"] for r in records)
+def gated_cells(records: Sequence[BusbwRecord]) -> list[BusbwRecord]:
+    """The records the gate reads: the largest size, in place (as DDP uses buckets)."""
+    top = largest(records) if records else None
+    return [r for r in records if r.requested_count == top and r.placement == GATED_PLACEMENT]
 
 
-def metrics(records: list[dict]) -> list[Metric]:
+def metrics(records: Sequence[BusbwRecord]) -> dict[str, Metric]:
     """Absolute busbw is informative (per size, and at the largest size); gated are each policy's
     effective ratio to unpadded at the largest size, in place (as DDP uses buckets), measured in the
     same rounds, and the total of wrong results."""
-    out, top = [], largest(records) if records else None
+    out: dict[str, Metric] = {}
     for r in records:  # keyed by the bucket's size before padding, which every policy shares
-        where = f"{r['collective']}/{r['policy']}/{r['placement']}/{r['requested_count'] * ELEMENT.itemsize}"
-        out.append(Metric(f"wrong/{where}", "elements", "lower", False, count=r["wrong"]))
-        if r["busbw_gbps"] is None:  # one rank: algbw only, which the table shows
-            continue
-        out.append(absolute(f"busbw/{where}", figure_of(r, "busbw_gbps")))
-        if r["requested_count"] != top or r["placement"] != GATED_PLACEMENT:
-            continue
-        out.append(absolute(f"busbw_largest/{r['collective']}/{r['policy']}", figure_of(r, "busbw_gbps")))
-        if r["effective_ratio_to_unpadded"] is not None:
-            out.append(gated(f"padding_ratio/{r['collective']}/{r['policy']}", "higher",
-                             figure_of(r, "effective_ratio_to_unpadded"), "busbw_ratio", r["sampling"], r["policy"]))
+        where = f"{r.collective}/{r.policy}/{r.placement}/{r.requested_bytes}"
+        out[f"wrong/{where}"] = Metric.count(r.wrong, "elements", "lower", False)
+        if r.busbw_gbps is not None:  # one rank: algbw only, which the table shows
+            out[f"busbw/{where}"] = absolute(r.busbw_gbps)
+    for r in gated_cells(records):
+        if r.busbw_gbps is not None:
+            out[f"busbw_largest/{r.collective}/{r.policy}"] = absolute(r.busbw_gbps)
+        if r.effective_ratio_to_unpadded is not None:
+            out[f"padding_ratio/{r.collective}/{r.policy}"] = gated(r.effective_ratio_to_unpadded, "busbw_ratio",
+                                                                    r.sampling, r.policy)
     if records:
-        out.append(Metric("wrong/total", "elements", "lower", True, count=sum(r["wrong"] for r in records)))
+        out["wrong/total"] = Metric.count(sum(r.wrong for r in records), "elements", "lower", True)
     return out
 
 
 BENCHMARK = Benchmark(
     name="busbw",
     title="Bus bandwidth: padded and unpadded buckets",
-    record=RECORD,
+    record=BusbwRecord,
     run=measure,
     metrics=metrics,
     summary="nccl-tests' definitions; every padding of one bucket timed in the same rounds.",

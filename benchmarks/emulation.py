@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 import torch
 
 from compat.private_torch import cuda_spin
+from datamodel import doc
 
 _CYCLES_PER_SECOND: dict[int, float] = {}
 CALIBRATION_CYCLES = 50_000_000
@@ -64,13 +66,22 @@ def watch_sleeps() -> Iterator[list[float]]:
         _watchers.pop()
 
 
-def sleep_overshoot(ratios: list[float]) -> dict | None:
-    """How late the sleeps woke: n, median, 90th percentile and max of slept over asked; None without sleeps."""
+@dataclass(frozen=True)
+class SleepOvershoot:
+    """How late the emulated compute's sleeps woke: time slept over time asked."""
+
+    n: int = doc("sleeps")
+    median: float = doc("median of slept over asked")
+    p90: float = doc("90th percentile")
+    max: float = doc("the largest")
+
+
+def sleep_overshoot(ratios: list[float]) -> SleepOvershoot | None:
+    """How late the sleeps woke; None without sleeps."""
     if not ratios:
         return None
     median, p90 = np.quantile(ratios, [0.5, 0.9])
-    return {"n": len(ratios), "median": round(float(median), 4), "p90": round(float(p90), 4),
-            "max": round(max(ratios), 4)}
+    return SleepOvershoot(len(ratios), round(float(median), 4), round(float(p90), 4), round(max(ratios), 4))
 
 
 class BackwardWait(torch.autograd.Function):

@@ -18,31 +18,39 @@ machinery's share to be taken of: the ratios are refused, with that reason.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
+from datamodel import doc
 from ranks.recording import recording
 
 from .busbw import ELEMENT
-from .measurable import lone_rank, ratio
-from .registry import Benchmark, Metric, Record, figure_of, gated
-from .sampling import GATE_RULES, rotating_round, sample
+from .measurable import Refusal, lone_rank, ratio
+from .registry import Benchmark, Metric, gated, informative
+from .sampling import GATE_RULES, Sampled, rotating_round, sample
+from .stats import Figure
 from .timing import timed
 
 COUNT = 2**18  # 1 MiB of fp32
 SMALL = 256  # 1 KiB: where a per-call cost shows
 CALLS = 100  # a 1 MiB all-reduce on gloo varies 2-3x from call to call: average many
 
-RECORD = Record({
-    "what": "timing harness (timed against a bare loop) or recording group (through a recorder against direct)",
-    "count": "elements per all-reduce",
-    "calls": "calls per round",
-    "ratio": "figure: per round, the time per call with the machinery over without it; null when refused",
-    "refused": "why the ratio is not given (benchmarks/measurable.py), or null",
-    "sampling": "rounds, warm-up, why sampling stopped, the target and whether it was met",
-    "world_size": "ranks",
-})
+@dataclass(frozen=True)
+class HarnessRecord:
+    """One piece of machinery, timed against the same all-reduces without it."""
+
+    what: str = doc("timing harness (timed against a bare loop) or recording group (through a recorder against "
+                    "direct)")
+    count: int = doc("elements per all-reduce")
+    calls: int = doc("calls per round")
+    ratio: Figure | None = doc("per round, the time per call with the machinery over without it; null when refused")
+    refused: Refusal | None = doc("why the ratio is not given (benchmarks/measurable.py), or null")
+    sampling: Sampled | None = doc("rounds, warm-up, why sampling stopped, the target and whether it was met; null "
+                                   "when nothing was sampled")
+    world_size: int = doc("ranks")
 
 
 def bare_loop(ctx, op, calls: int) -> float:
@@ -57,7 +65,8 @@ def bare_loop(ctx, op, calls: int) -> float:
     return float(elapsed.item())
 
 
-def side_by_side(ctx, sampling, with_it, without_it, gated_as: str | None) -> tuple[dict, dict]:
+def side_by_side(ctx, sampling, with_it, without_it, gated_as: str | None
+                 ) -> tuple[Figure | None, Refusal | None, Sampled]:
     """``with_it()`` and ``without_it()`` per round, the order alternating; the record of the pair (its ratio or
     why it is refused, and how it was sampled). ``gated_as``: the gate rule its rounds are calibrated to."""
     times: dict[str, list[float]] = {"with": [], "without": []}
@@ -68,51 +77,51 @@ def side_by_side(ctx, sampling, with_it, without_it, gated_as: str | None) -> tu
         return {"ratio": (figure, GATE_RULES[gated_as].target)} if gated_as else {}
 
     sampled = sample(ctx, sampling, one_round, targets)
-    figure, refused = ratio(times["with"], times["without"], "lower", "the time without it", "s")
-    return {"ratio": figure.to_json() if figure else None, "refused": refused.to_json() if refused else None}, sampled
+    return *ratio(times["with"], times["without"], "lower", "the time without it", "s"), sampled
 
 
-def measure(ctx, settings) -> list[dict]:
+def measure(ctx, settings) -> list[HarnessRecord]:
     calls = 1 if settings.smoke else CALLS
     refused = lone_rank(ctx.world_size, "for the machinery to add to")
     if refused:
-        return [{"what": what, "count": count, "calls": 0, "world_size": ctx.world_size, "ratio": None,
-                 "refused": refused.to_json(), "sampling": None}
+        return [HarnessRecord(what=what, count=count, calls=0, ratio=None, refused=refused, sampling=None,
+                              world_size=ctx.world_size)
                 for what, count in (("timing harness", COUNT), ("recording group", SMALL), ("recording group", COUNT))]
     tensor = torch.ones(COUNT, dtype=ELEMENT, device=ctx.device)
     reduce = lambda: dist.all_reduce(tensor, group=ctx.group)  # noqa: E731
-    harness, sampled = side_by_side(ctx, settings.sampling("harness_overhead"), lambda: timed(ctx, reduce, calls),
-                                    lambda: bare_loop(ctx, reduce, calls), "ratio")
-    records = [{"what": "timing harness", "count": COUNT, "calls": calls, "world_size": ctx.world_size,
-                "sampling": sampled, **harness}]
+    figure, refused, sampled = side_by_side(ctx, settings.sampling("harness_overhead"),
+                                            lambda: timed(ctx, reduce, calls), lambda: bare_loop(ctx, reduce, calls),
+                                            "ratio")
+    records = [HarnessRecord(what="timing harness", count=COUNT, calls=calls, ratio=figure, refused=refused,
+                             sampling=sampled, world_size=ctx.world_size)]
     recorder = recording(ctx.group)
     for count in (SMALL, COUNT):
         data = torch.ones(count, dtype=ELEMENT, device=ctx.device)
         through = lambda: dist.all_reduce(data, group=recorder)  # noqa: E731
         direct = lambda: dist.all_reduce(data, group=ctx.group)  # noqa: E731
-        pair, sampled = side_by_side(ctx, settings.sampling("harness_overhead", gated=False),
-                                     lambda: bare_loop(ctx, through, calls), lambda: bare_loop(ctx, direct, calls), None)
+        figure, refused, sampled = side_by_side(ctx, settings.sampling("harness_overhead", gated=False),
+                                                lambda: bare_loop(ctx, through, calls),
+                                                lambda: bare_loop(ctx, direct, calls), None)
         recorder.clear()  # the record of these calls is not wanted
-        records.append({"what": "recording group", "count": count, "calls": calls, "world_size": ctx.world_size,
-                        "sampling": sampled, **pair})
+        records.append(HarnessRecord(what="recording group", count=count, calls=calls, ratio=figure, refused=refused,
+                                     sampling=sampled, world_size=ctx.world_size))
     return records
 
 
-def metrics(records: list[dict]) -> list[Metric]:
-    out = []
-    for r in (r for r in records if r["ratio"] is not None):
-        if r["what"] == "timing harness":
-            out.append(gated("harness/overhead_ratio", "lower", figure_of(r, "ratio"), "ratio", r["sampling"], "ratio"))
+def metrics(records: Sequence[HarnessRecord]) -> dict[str, Metric]:
+    out = {}
+    for r in (r for r in records if r.ratio is not None):
+        if r.what == "timing harness":
+            out["harness/overhead_ratio"] = gated(r.ratio, "ratio", r.sampling, "ratio")
         else:
-            out.append(Metric(f"harness/recorder_overhead_ratio/{r['count']}", "x", "lower", False,
-                              figure=figure_of(r, "ratio")))
+            out[f"harness/recorder_overhead_ratio/{r.count}"] = informative(r.ratio)
     return out
 
 
 BENCHMARK = Benchmark(
     name="harness_overhead",
     title="What the harness costs: timing, and the recording group",
-    record=RECORD,
+    record=HarnessRecord,
     run=measure,
     metrics=metrics,
 )

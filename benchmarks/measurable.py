@@ -10,9 +10,14 @@ or given a claims verdict:
   (``noise_bound``): its median is not above zero, its 95% interval reaches
   zero, or it is smaller than its own interquartile range.
 - **measurement failure**: the samples say something impossible happened
-  (``outside``, ``below_zero``): an efficiency outside [0, 1], an overlapped
+  (``outside``, ``below_zero``), or something noise could explain: an
+  efficiency outside [0, 1] whose steps' intervals overlap, an overlapped
   step faster than compute alone beyond noise. The figure is not reported,
   and what to try is named.
+- **finding**: the figure has no meaning because the machine did something
+  real that the figure's model leaves out (``costs_more``): an overlapped
+  step slower than the serial one, their intervals apart, is no efficiency
+  but a fact about this machine, said with both steps and the difference.
 """
 
 from __future__ import annotations
@@ -20,27 +25,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from datamodel import doc
+
 from .stats import Figure
 
 NOT_MEASURABLE = "not measurable here"
 FAILURE = "measurement failure"
+FINDING = "finding"
 REMEDY = ("more rounds (a larger --budget for it), a quieter node, or the benchmark alone "
           "(--benchmark {benchmark})")
 
 
 @dataclass(frozen=True)
 class Refusal:
-    kind: str
-    why: str
-    remedy: str = ""
+    """Why a figure is not given."""
 
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "why": self.why, "remedy": self.remedy}
+    kind: str = doc(f"{NOT_MEASURABLE}, {FAILURE} or {FINDING}")
+    why: str = doc("what made it so, with the numbers")
+    remedy: str = doc("what to try (measurement failures only)", "")
 
-
-def refusal_text(refused: dict) -> str:
-    """One line for a table cell or a claim: 'measurement failure: ...; try ...'."""
-    return f"{refused['kind']}: {refused['why']}" + (f"; try {refused['remedy']}" if refused.get("remedy") else "")
+    def __str__(self) -> str:
+        """One line for a table cell or a claim: 'measurement failure: ...; try ...'."""
+        return f"{self.kind}: {self.why}" + (f"; try {self.remedy}" if self.remedy else "")
 
 
 def lone_rank(world_size: int, what: str) -> Refusal | None:
@@ -86,6 +92,24 @@ def below_zero(difference: Figure, what: str, benchmark: str) -> Refusal | None:
     return Refusal(FAILURE, f"{what} was below zero beyond noise (95% interval {shown(interval[0], difference.unit)} "
                             f"to {shown(interval[1], difference.unit)}), which cannot happen",
                    REMEDY.format(benchmark=benchmark))
+
+
+def costs_more(overlap: Figure, serial: Figure) -> Refusal | None:
+    """A finding when the overlapped step's 95% interval lies wholly above the serial step's: overlapping cost more
+    than it hid, beyond noise."""
+    low, high = overlap.interval, serial.interval
+    if low is None or high is None or low[0] <= high[1]:
+        return None
+    difference = overlap.median - serial.median
+    return Refusal(FINDING, f"overlapping costs more than it hides here: the overlapped step took "
+                            f"{_step(overlap)} against {_step(serial)} serial, {shown(difference, 's')} more "
+                            "(intervals apart)")
+
+
+def _step(figure: Figure) -> str:
+    """A step in seconds as 'median [low, high] ms'."""
+    low, high = figure.interval
+    return f"{figure.median * 1e3:.4g} [{low * 1e3:.4g}, {high * 1e3:.4g}] ms"
 
 
 def ratio(numerators: Sequence[float], denominators: Sequence[float], better: str, what: str, unit: str

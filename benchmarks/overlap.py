@@ -48,21 +48,23 @@ device's own kernel spans).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
+from datamodel import doc
 from ranks.recording import recording
 from reference.config import DDPConfig
 
-from .emulation import layer_stack, sleep_overshoot, watch_sleeps
-from .measurable import NOT_MEASURABLE, Refusal, below_zero, lone_rank, noise_bound, outside, shown
-from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
-from .sampling import GATE_RULES, sample
+from .emulation import SleepOvershoot, layer_stack, sleep_overshoot, watch_sleeps
+from .measurable import NOT_MEASURABLE, Refusal, below_zero, costs_more, lone_rank, noise_bound, outside, shown
+from .registry import Benchmark, Metric, absolute, gated, informative
+from .sampling import GATE_RULES, Sampled, sample
 from .settings import Model
 from .stats import Figure
-from .timeline import host_step, profiled_step
+from .timeline import Timeline, host_step, profiled_step
 from .timing import timed
 
 VARIANTS = ("compute", "overlap", "serial")
@@ -72,31 +74,35 @@ CALIBRATION_ROUNDS = 20
 of the same code on 2 shared cores, and the efficiency with it."""
 CALIBRATION_WARMUP = 3
 
-RECORD = Record({
-    "mode": "emulated (backward takes extra time that competes with nothing) or real (the layers' own backward)",
-    "impl": "implementation",
-    "model": "width, depth, batch and wait_ratio",
-    "collective_ms": "one bucket's all-reduce, measured before the rounds (the slowest rank's median)",
-    "wait_ms": "emulated compute per layer's backward (wait_ratio x collective_ms); 0 in real mode",
-    "compute_ms": "figure: step with backward inside no_sync, no communication",
-    "overlap_ms": "figure: step with the implementation's gradient sync",
-    "serial_ms": "figure: step with one all-reduce per layer after backward",
-    "communication_ms": "figure: serial - compute per round: the communication there is to hide",
-    "refused": "why the efficiency is not given (kind: not measurable here, or measurement failure; why; "
-               "remedy), or null (benchmarks/measurable.py)",
-    "dropped_rounds": "rounds left out of the efficiency because serial was not slower than compute",
-    "efficiency": "figure: (serial - overlap) / (serial - compute), per kept round; null when refused",
-    "ideal": "efficiency of the ideal schedule for the measured per-layer compute and per-bucket collective",
-    "share": "figure: efficiency over ideal, per kept round; null when refused",
-    "sampling": "rounds, warm-up, why sampling stopped, each gated figure's target and whether it was met "
-                "(benchmarks/sampling.py)",
-    "sleep_overshoot": "the emulated compute's sleeps on CPU, time slept over time asked: n, median, p90, max; "
-                       "null on CUDA and in real mode",
-    "timeline": "one overlapped step: backward spans per layer and collective spans (launch to completion), "
-                "ms from the step's start; null in real mode",
-    "world_size": "ranks",
-    "backend": "gloo or nccl",
-})
+@dataclass(frozen=True)
+class OverlapRecord:
+    """One implementation in one mode: its three steps side by side, and how much communication it hid."""
+
+    mode: str = doc("emulated (backward takes extra time that competes with nothing) or real (the layers' own "
+                    "backward)")
+    impl: str = doc("implementation")
+    model: Model = doc("width, depth, batch and wait_ratio")
+    collective_ms: float = doc("one bucket's all-reduce, measured before the rounds (the slowest rank's median)")
+    wait_ms: float = doc("emulated compute per layer's backward (wait_ratio x collective_ms); 0 in real mode")
+    compute_ms: Figure = doc("step with backward inside no_sync, no communication")
+    overlap_ms: Figure = doc("step with the implementation's gradient sync")
+    serial_ms: Figure = doc("step with one all-reduce per layer after backward")
+    communication_ms: Figure = doc("serial - compute per round: the communication there is to hide")
+    refused: Refusal | None = doc("why the efficiency is not given (kind: not measurable here, measurement failure, "
+                                  "or finding; why; remedy), or null (benchmarks/measurable.py)")
+    dropped_rounds: int = doc("rounds left out of the efficiency because serial was not slower than compute")
+    efficiency: Figure | None = doc("(serial - overlap) / (serial - compute), per kept round; null when refused")
+    ideal: float = doc("efficiency of the ideal schedule for the measured per-layer compute and per-bucket "
+                       "collective")
+    share: Figure | None = doc("efficiency over ideal, per kept round; null when refused")
+    sampling: Sampled = doc("rounds, warm-up, why sampling stopped, each gated figure's target and whether it was met "
+                            "(benchmarks/sampling.py)")
+    sleep_overshoot: SleepOvershoot | None = doc("the emulated compute's sleeps on CPU, time slept over time asked; "
+                                                 "null on CUDA and in real mode")
+    timeline: Timeline | None = doc("one overlapped step: backward spans per layer and collective spans (launch to "
+                                    "completion), ms from the step's start; null in real mode")
+    world_size: int = doc("ranks")
+    backend: str = doc("gloo or nccl")
 
 
 def ideal_efficiency(depth: int, layer_s: float, collective_s: float) -> float:
@@ -175,7 +181,7 @@ class Steps:
         self.ddp(self.x if x is None else x).square().mean().backward()
 
 
-def measure(ctx, settings) -> list[dict]:
+def measure(ctx, settings) -> list[OverlapRecord]:
     from suites.impls import load_implementation
 
     impls = [load_implementation(spec) for spec in settings.impls]
@@ -217,8 +223,8 @@ def measure(ctx, settings) -> list[dict]:
         overshoot = sleep_overshoot(sleeps) if mode == "emulated" and ctx.device.type == "cpu" else None
         for impl in impls:
             timeline = record_timeline(ctx, impl, model, wait_s) if mode == "emulated" else None
-            records.append({**_record(ctx, mode, impl.name, model, collective_s, wait_s, times, layer[impl.name],
-                                      timeline), "sampling": sampled, "sleep_overshoot": overshoot})
+            records.append(_record(ctx, mode, impl.name, model, collective_s, wait_s, times, layer[impl.name],
+                                   timeline, sampled, overshoot))
     return records
 
 
@@ -250,6 +256,7 @@ def efficiency_of(compute: list[float], overlap: list[float], serial: list[float
     efficiency = Figure.of(kept, "", "higher", "absolute")
     refused = (below_zero(Figure.of([o - c for c, o in zip(compute, overlap)], "s", "lower"),
                           "the overlapped step minus the compute step", "overlap")
+               or costs_more(Figure.of(overlap, "s", "lower"), Figure.of(serial, "s", "lower"))
                or outside(efficiency, 0.0, 1.0, "the efficiency", "overlap", below=BELOW, above=ABOVE))
     return (None, refused) if refused else (efficiency, None)
 
@@ -259,12 +266,14 @@ def hidden_shares(compute: list[float], overlap: list[float], serial: list[float
     return [(s - o) / (s - c) for c, o, s in zip(compute, overlap, serial) if s > c]
 
 
-BELOW = ("the overlapped step was slower than the serial one: overlapping cost more than it hid, the schedule's "
-         "compute and communication fighting for the cores")
+BELOW = ("the overlapped step was slower than the serial one, within noise: overlapping cost more than it hid, or "
+         "the rounds could not tell")
 ABOVE = "the overlapped step was faster than compute alone, which cannot happen"
 
 
-def _record(ctx, mode, name, model: Model, collective_s, wait_s, times, layer_s: list[float], timeline) -> dict:
+def _record(ctx, mode: str, name: str, model: Model, collective_s: float, wait_s: float, times: dict,
+            layer_s: list[float], timeline: Timeline | None, sampled: Sampled,
+            overshoot: SleepOvershoot | None) -> OverlapRecord:
     compute, overlap, serial = (times[(name, v)] for v in VARIANTS)
     communication, _ = communication_check(compute, serial, world_size=ctx.world_size)
     efficiency, refused = efficiency_of(compute, overlap, serial, world_size=ctx.world_size)
@@ -272,23 +281,18 @@ def _record(ctx, mode, name, model: Model, collective_s, wait_s, times, layer_s:
     per_layer = [(s - c) / model.depth for c, s in zip(compute, serial)]
     ideal = ideal_efficiency(model.depth, Figure.of(layer_s, "s", "lower").median,
                              Figure.of(per_layer, "s", "lower").median)
-    return {
-        "mode": mode, "impl": name, "model": asdict(model), "collective_ms": collective_s * 1e3,
-        "wait_ms": wait_s * 1e3,
-        **figures_json(compute_ms=Figure.of([t * 1e3 for t in compute], "ms", "lower"),
-                       overlap_ms=Figure.of([t * 1e3 for t in overlap], "ms", "lower"),
-                       serial_ms=Figure.of([t * 1e3 for t in serial], "ms", "lower"),
-                       communication_ms=Figure.of([t * 1e3 for t in communication.samples], "ms", "lower")),
-        "refused": refused.to_json() if refused else None,
-        "dropped_rounds": len(compute) - len(kept),
-        "efficiency": efficiency.to_json() if efficiency else None,
-        "ideal": ideal,
-        "share": Figure.of([e / ideal for e in kept], "", "higher", "absolute").to_json() if efficiency else None,
-        "timeline": timeline, "world_size": ctx.world_size, "backend": ctx.backend,
-    }
+    in_ms = lambda seconds: Figure.of([t * 1e3 for t in seconds], "ms", "lower")  # noqa: E731
+    return OverlapRecord(
+        mode=mode, impl=name, model=model, collective_ms=collective_s * 1e3, wait_ms=wait_s * 1e3,
+        compute_ms=in_ms(compute), overlap_ms=in_ms(overlap), serial_ms=in_ms(serial),
+        communication_ms=in_ms(communication.samples), refused=refused, dropped_rounds=len(compute) - len(kept),
+        efficiency=efficiency, ideal=ideal,
+        share=Figure.of([e / ideal for e in kept], "", "higher", "absolute") if efficiency else None,
+        sampling=sampled, sleep_overshoot=overshoot, timeline=timeline, world_size=ctx.world_size,
+        backend=ctx.backend)
 
 
-def record_timeline(ctx, impl, model: Model, wait_s: float, warmup: int = 2) -> dict:
+def record_timeline(ctx, impl, model: Model, wait_s: float, warmup: int = 2) -> Timeline | None:
     """One overlapped step, after ``warmup`` ones (upstream dispatches its first step's collectives late,
     torch DDP rebuilds its buckets after it): each layer's backward span and each collective's span. The
     implementation reduces over a recorder of the group under test (on CPU its record gives the spans)."""
@@ -301,26 +305,25 @@ def record_timeline(ctx, impl, model: Model, wait_s: float, warmup: int = 2) -> 
     return spans
 
 
-def metrics(records: list[dict]) -> list[Metric]:
+def metrics(records: Sequence[OverlapRecord]) -> dict[str, Metric]:
     """The emulated efficiency is gated (it measures scheduling); the real one and the times are informative.
     A figure that is not measurable here gives no metric: nothing to compare."""
-    out = []
+    out = {}
     for r in records:
-        key = f"overlap/{r['mode']}/{r['impl']}"
-        if r["efficiency"] is not None and r["mode"] == "emulated":
-            out.append(gated(f"{key}/efficiency", "higher", figure_of(r, "efficiency"), "efficiency",
-                             r["sampling"], r["impl"]))
-        elif r["efficiency"] is not None:
-            out.append(Metric(f"{key}/efficiency", "", "higher", False, figure=figure_of(r, "efficiency")))
+        key = f"overlap/{r.mode}/{r.impl}"
+        if r.efficiency is not None and r.mode == "emulated":
+            out[f"{key}/efficiency"] = gated(r.efficiency, "efficiency", r.sampling, r.impl)
+        elif r.efficiency is not None:
+            out[f"{key}/efficiency"] = informative(r.efficiency)
         for variant in VARIANTS:
-            out.append(absolute(f"{key}/{variant}_ms", figure_of(r, f"{variant}_ms")))
+            out[f"{key}/{variant}_ms"] = absolute(getattr(r, f"{variant}_ms"))
     return out
 
 
 BENCHMARK = Benchmark(
     name="overlap",
     title="Overlap of gradient communication with backward",
-    record=RECORD,
+    record=OverlapRecord,
     run=measure,
     metrics=metrics,
 )

@@ -29,6 +29,8 @@ from typing import Callable, Mapping
 import torch
 import torch.distributed as dist
 
+from datamodel import doc
+
 from .stats import Figure
 
 SETTLE_WINDOW = 3
@@ -141,8 +143,34 @@ def settled(times: list[float], window: int = SETTLE_WINDOW, tolerance: float = 
     return abs(last - before) <= tolerance * before
 
 
+@dataclass(frozen=True)
+class TargetOutcome:
+    """What calibrated sampling reached for one gated figure."""
+
+    target: str = doc("the target, e.g. ±2% (relative) or ±0.03 (absolute)")
+    achieved: float | None = doc("the interval's half-width in the target's terms; null without an interval")
+    met: bool = doc("whether the 95% interval ended inside the target")
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """How a benchmark's rounds were taken, recorded beside its figures."""
+
+    rounds: int = doc("rounds kept")
+    warmup: int = doc("rounds run and dropped first")
+    warmup_settled: bool | None = doc("whether the round time settled within the warm-up; null when it was fixed")
+    stopped: str = doc("why sampling stopped: targets met, budget spent, max rounds or fixed rounds")
+    seconds: float = doc("seconds the kept rounds took")
+    budget_s: float = doc("seconds the calibrated rounds were allowed")
+    targets: dict[str, TargetOutcome] = doc("each gated figure's target and whether it was met")
+
+    @property
+    def targets_met(self) -> bool:
+        return all(t.met for t in self.targets.values())
+
+
 def sample(ctx, sampling: Sampling, one_round: Round,
-           gated: Callable[[], Mapping[str, tuple[Figure | None, Target]]]) -> dict:
+           gated: Callable[[], Mapping[str, tuple[Figure | None, Target]]]) -> Sampled:
     """Warm up, then run rounds until ``gated()``'s figures meet their targets (or the budget or ``max_rounds``
     ends it, or the count is fixed); what was done, for the records.
 
@@ -172,11 +200,10 @@ def sample(ctx, sampling: Sampling, one_round: Round,
                     else "budget spent" if time.monotonic() - start >= sampling.budget_s
                     else "max rounds" if rounds >= sampling.max_rounds else "")
             stopped = STOPS[_agree(ctx, STOPS.index(stop))]
-    targets = {key: {"target": target.label(), "achieved": _compact(target.achieved(figure)),
-                     "met": target.met(figure)} for key, (figure, target) in gated().items()}
-    return {"rounds": rounds, "warmup": warmup, "warmup_settled": is_settled, "stopped": stopped,
-            "seconds": round(time.monotonic() - start, 3), "budget_s": sampling.budget_s,
-            "targets": targets, "targets_met": all(t["met"] for t in targets.values())}
+    targets = {key: TargetOutcome(target.label(), _compact(target.achieved(figure)), target.met(figure))
+               for key, (figure, target) in gated().items()}
+    return Sampled(rounds, warmup, is_settled, stopped, round(time.monotonic() - start, 3), sampling.budget_s,
+                   targets)
 
 
 STOPS = ("", "targets met", "budget spent", "max rounds")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+
+from datamodel import doc
 
 from .busbw import Sweep
 from .sampling import Sampling
@@ -26,10 +28,11 @@ class Model:
     any interconnect; 0 for the layers' real backward only.
     """
 
-    width: int = 1024
-    depth: int = 8
-    batch: int = 32
-    wait_ratio: float = 0.0
+    width: int = doc("width of each bias-free Linear layer", 1024)
+    depth: int = doc("layers, one bucket each", 8)
+    batch: int = doc("rows of each rank's input", 32)
+    wait_ratio: float = doc("emulated compute per layer's backward, in bucket collectives (0: real compute only)",
+                            0.0)
 
     @property
     def bucket_elements(self) -> int:
@@ -38,20 +41,23 @@ class Model:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    busbw: Sweep = field(default_factory=lambda: Sweep.geometric(2**10, GLOO_LARGEST, rounds=10))
-    rounds: int | None = None
-    """A fixed count of rounds for every figure (smoke mode: 1). None: the rounds of the gated figures are
-    calibrated to their targets within the benchmark's budget (``budgets``), and the informative figures get
-    ``INFORMATIVE_ROUNDS``."""
-    warmup: int | None = None
-    """A fixed warm-up (smoke mode: none). None: calibrated, rounds dropped until the round's time settles."""
-    budgets: dict[str, float] = field(default_factory=lambda: dict(BUDGETS))
-    impls: tuple[str, ...] = DEFAULT_IMPLS
-    """Implementations (ddp level) whose overlap and step time are measured, side by side."""
-    emulated: Model = Model(batch=4, wait_ratio=1.0)
-    """Batch 4 keeps the layers' real backward well under a bucket's collective: the waits are the compute."""
-    real: Model = Model(depth=6)
-    smoke: bool = False
+    """What one run of the benchmarks measured."""
+
+    busbw: Sweep = doc("the bus-bandwidth sweep: bucket sizes (bytes, before padding), rounds and warm-up",
+                       default_factory=lambda: Sweep.geometric(2**10, GLOO_LARGEST, rounds=10))
+    rounds: int | None = doc("a fixed count of rounds for every figure (smoke mode: 1); null: the gated figures' "
+                             "rounds are calibrated to their targets within each benchmark's budget, the "
+                             f"informative ones get {INFORMATIVE_ROUNDS}", None)
+    warmup: int | None = doc("a fixed warm-up (smoke mode: none); null: calibrated, rounds dropped until the "
+                             "round's time settles", None)
+    budgets: dict[str, float] = doc("seconds of calibrated rounds of each benchmark with gated figures",
+                                    default_factory=lambda: dict(BUDGETS))
+    impls: tuple[str, ...] = doc("implementations (ddp level) whose overlap and step time are measured, side by "
+                                 "side", DEFAULT_IMPLS)
+    emulated: Model = doc("the emulated-overlap model: batch 4 keeps the layers' real backward well under a "
+                          "bucket's collective, so the waits are the compute", Model(batch=4, wait_ratio=1.0))
+    real: Model = doc("the real-compute model of the overlap and step-time benchmarks", Model(depth=6))
+    smoke: bool = doc("each benchmark once on tiny inputs: timings mean nothing", False)
 
     @classmethod
     def for_backend(cls, backend: str, largest: int | None = None, **changes) -> "BenchSettings":

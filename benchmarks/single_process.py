@@ -11,21 +11,27 @@ import json
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 
-from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json
+from datamodel import doc
+
+from .registry import Benchmark, Metric, absolute
 from .stats import Figure
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RECORD = Record({
-    "name": "pytest-benchmark test name",
-    "time_ms": "figure: one round's time",
-    "extra": "what the benchmark recorded about its input (extra_info)",
-})
+@dataclass(frozen=True)
+class PytestBenchmarkRecord:
+    """One pytest-benchmark test: every round's time."""
+
+    name: str = doc("pytest-benchmark test name")
+    time_ms: Figure = doc("one round's time")
+    extra: dict[str, Any] = doc("what the benchmark recorded about its input (extra_info)")
 
 
-def run_pytest_benchmarks(path: str, smoke: bool) -> list[dict]:
+def run_pytest_benchmarks(path: str, smoke: bool) -> list[PytestBenchmarkRecord]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         cmd = [sys.executable, "-m", "pytest", path, "-q", "-p", "no:cacheprovider", f"--benchmark-json={out}",
@@ -36,18 +42,18 @@ def run_pytest_benchmarks(path: str, smoke: bool) -> list[dict]:
         if not out.exists():  # --benchmark-disable: each ran once, nothing was timed
             return []
         data = json.loads(out.read_text())
-    return [{"name": b["name"], "extra": b.get("extra_info", {}),
-             **figures_json(time_ms=Figure.of([t * 1e3 for t in b["stats"]["data"]], "ms", "lower"))}
+    return [PytestBenchmarkRecord(b["name"], Figure.of([t * 1e3 for t in b["stats"]["data"]], "ms", "lower"),
+                                  b.get("extra_info", {}))
             for b in data["benchmarks"]]
 
 
-def _metrics(records: list[dict]) -> list[Metric]:
-    return [absolute(f"time/{r['name']}", figure_of(r, "time_ms")) for r in records]
+def _metrics(records: Sequence[PytestBenchmarkRecord]) -> dict[str, Metric]:
+    return {f"time/{r.name}": absolute(r.time_ms) for r in records}
 
 
 def pytest_benchmark(name: str, title: str, path: str) -> Benchmark:
     """A benchmark timed by a pytest-benchmark file, run in a child process."""
-    return Benchmark(name=name, title=title, record=RECORD, metrics=_metrics, on_ranks=False,
+    return Benchmark(name=name, title=title, record=PytestBenchmarkRecord, metrics=_metrics, on_ranks=False,
                      run=lambda settings: run_pytest_benchmarks(path, settings.smoke))
 
 

@@ -115,8 +115,21 @@ class Figure:
     def from_json(cls, data: dict) -> Figure:
         return cls(tuple(data["samples"]), data["unit"], data["better"], data.get("spread_kind", "relative"))
 
+    def summary(self) -> Summary:
+        return Summary(compact(self.median), None if self.interval is None else tuple(map(compact, self.interval)),
+                       self.unstable)
 
-def describe(figure: Figure, digits: int = 4) -> str:
+
+@dataclass(frozen=True)
+class Summary:
+    """What a table shows of a figure, kept where its samples are not (a comparison's earlier run)."""
+
+    median: float
+    interval: tuple[float, float] | None
+    unstable: bool
+
+
+def describe(figure: Figure | Summary, digits: int = 4) -> str:
     """``median [low, high]``, marked when unstable (``UNSTABLE_FOOTNOTE`` says what the mark means): one cell."""
     fmt = f"{{:.{digits}g}}"
     text = fmt.format(figure.median)

@@ -10,32 +10,44 @@ per-round ratio to torch DDP, gated, its rounds calibrated to its target
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
+from typing import Sequence
 
 import torch
 
+from datamodel import doc
 from reference.config import DDPConfig
 
 from .emulation import layer_stack
-from .measurable import ratio
-from .registry import Benchmark, Metric, Record, absolute, figure_of, figures_json, gated
-from .sampling import GATE_RULES, rotating_round, sample
+from .measurable import Refusal, ratio
+from .registry import Benchmark, Metric, absolute, gated
+from .sampling import GATE_RULES, Sampled, rotating_round, sample
 from .stats import Figure
 from .timing import milliseconds
 
 BASELINE = "torch DDP (plain)"
 LR = 1e-3
 
-RECORD = Record({
-    "impl": "implementation",
-    "impl_ms": "figure: the implementation's step",
-    "torch_ddp_ms": "figure: plain torch DDP's step in the same rounds",
-    "ratio": "figure: the implementation's step over torch DDP's, per round; null when refused",
-    "refused": "why the ratio is not given (benchmarks/measurable.py), or null",
-    "sampling": "rounds, warm-up, why sampling stopped, each ratio's target and whether it was met",
-    "model": "width, depth and batch",
-    "world_size": "ranks",
-})
+@dataclass(frozen=True)
+class StepModel:
+    width: int = doc("width of each bias-free Linear layer")
+    depth: int = doc("layers")
+    batch: int = doc("rows of each rank's input")
+
+
+@dataclass(frozen=True)
+class StepTimeRecord:
+    """One implementation's training step against plain torch DDP's, in the same rounds."""
+
+    impl: str = doc("implementation")
+    impl_ms: Figure = doc("the implementation's step")
+    torch_ddp_ms: Figure = doc("plain torch DDP's step in the same rounds")
+    ratio: Figure | None = doc("the implementation's step over torch DDP's, per round; null when refused")
+    refused: Refusal | None = doc("why the ratio is not given (benchmarks/measurable.py), or null")
+    sampling: Sampled = doc("rounds, warm-up, why sampling stopped, each ratio's target and whether it was met")
+    model: StepModel = doc("width, depth and batch")
+    world_size: int = doc("ranks")
 
 
 def _impl_step(ctx, impl, model, x):
@@ -70,7 +82,7 @@ def _baseline_step(ctx, model, x):
     return step
 
 
-def measure(ctx, settings) -> list[dict]:
+def measure(ctx, settings) -> list[StepTimeRecord]:
     from suites.impls import load_implementation
 
     model = settings.real
@@ -91,31 +103,26 @@ def measure(ctx, settings) -> list[dict]:
         return {name: (figure, GATE_RULES["ratio"].target) for name, (figure, _) in ratios().items()}
 
     sampled = sample(ctx, settings.sampling("step_time"), one_round, targets)
-    base = times[BASELINE]
-    records = []
-    for name, (figure, refused) in ratios().items():
-        records.append({"impl": name, "model": {"width": model.width, "depth": model.depth, "batch": model.batch},
-                        "world_size": ctx.world_size, "sampling": sampled,
-                        "ratio": figure.to_json() if figure else None, "refused": refused.to_json() if refused else None,
-                        **figures_json(impl_ms=Figure.of(times[name], "ms", "lower"),
-                                       torch_ddp_ms=Figure.of(base, "ms", "lower"))})
-    return records
+    base = Figure.of(times[BASELINE], "ms", "lower")
+    shape = StepModel(model.width, model.depth, model.batch)
+    return [StepTimeRecord(impl=name, impl_ms=Figure.of(times[name], "ms", "lower"), torch_ddp_ms=base, ratio=figure,
+                           refused=refused, sampling=sampled, model=shape, world_size=ctx.world_size)
+            for name, (figure, refused) in ratios().items()]
 
 
-def metrics(records: list[dict]) -> list[Metric]:
-    out = []
+def metrics(records: Sequence[StepTimeRecord]) -> dict[str, Metric]:
+    out = {}
     for r in records:
-        if r["ratio"] is not None:
-            out.append(gated(f"step_time/{r['impl']}/ratio_to_torch_ddp", "lower", figure_of(r, "ratio"), "ratio",
-                             r["sampling"], r["impl"]))
-        out.append(absolute(f"step_time/{r['impl']}/ms", figure_of(r, "impl_ms")))
+        if r.ratio is not None:
+            out[f"step_time/{r.impl}/ratio_to_torch_ddp"] = gated(r.ratio, "ratio", r.sampling, r.impl)
+        out[f"step_time/{r.impl}/ms"] = absolute(r.impl_ms)
     return out
 
 
 BENCHMARK = Benchmark(
     name="step_time",
     title="Step time against plain torch DDP",
-    record=RECORD,
+    record=StepTimeRecord,
     run=measure,
     metrics=metrics,
 )

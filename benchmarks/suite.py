@@ -60,7 +60,7 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
     results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n["node_rank"])
     for benchmark in (b for b in BENCHMARKS if b.name in on_ranks):
         records = per_rank[0][benchmark.name]
-        benchmark.record.check(benchmark.name, records)
+        benchmark.check(records)
         results[benchmark.name] = records
     return results
 
@@ -72,6 +72,6 @@ def run_single_process_benchmarks(settings: BenchSettings, names: Sequence[str] 
     for benchmark in (b for b in selected(names) if not b.on_ranks):
         progress(f"benchmark {benchmark.name} (one process)")
         records = benchmark.run(settings)
-        benchmark.record.check(benchmark.name, records)
+        benchmark.check(records)
         results[benchmark.name] = records
     return results

@@ -11,10 +11,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from datamodel import from_json
+from reports.render.mutation import summary_markdown
+from reports.store.model import MutationScore
+from reports.store.mutation_score import SCORE_FILE
+
 from .checks import MODULES, command
 from .population import Mutant, choose, find_mutants, run_order
 from .runner import copy_tree, git, run_checks, run_mutant
-from reports.render.mutation import SCORE_FILE, summary_markdown
 
 from .score import load_equivalents, summarize, verdict
 from .session import MANIFEST, Session, SessionError, fingerprint, locked
@@ -135,10 +139,10 @@ def report(session: Session) -> None:
     pending = len(session.pending(results))
     if pending:
         print(f"{len(results)} of {len(session.order)} mutants done, {pending} pending: run the same command "
-              f"to continue. So far:\n{summary_markdown(summary)}")
+              f"to continue. So far:\n{summary_markdown(from_json(MutationScore, summary))}")
         return
     SCORE_FILE.write_text(json.dumps(summary, indent=1) + "\n")
-    print(summary_markdown(summary))
+    print(summary_markdown(from_json(MutationScore, summary)))
     for s in summary["survivors"]:
         print(f"survived: {s['mutant']}\n{s['diff']}")
 

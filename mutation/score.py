@@ -1,5 +1,5 @@
-"""The score of a session, per module and over all, by population (written to ``reports.render.mutation.SCORE_FILE``,
-which the report reads and renders).
+"""The score of a session, per module and over all, by population (written to
+``reports.store.mutation_score.SCORE_FILE``, which each run of the report keeps in its results).
 
 A mutant the checks pass *survived*; survivors triaged as equivalent, with
 why, in ``fixtures/expectations/mutants.toml`` count apart. The score is killed
@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from reports.render.mutation import FORMAT
+from reports.store.mutation_score import FORMAT
 
 from . import ROOT
 from .population import Mutant

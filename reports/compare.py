@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Sequence
 
 from .cli import key_number
-from .comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare_metrics, gated_regressions
+from .comparison.changes import ALPHA, DEFAULT_THRESHOLD, check_thresholds, compare
 from .comparison.comparable import previous_comparable, why_not_comparable
 from .render.comparison import comparison_markdown
+from .store.model import Results
 from .store.runs import RunError, latest, load_results
 from .store.writer import DEFAULT_ROOT
 
@@ -31,17 +32,20 @@ def _resolve(arg: str, root: Path) -> Path:
     return path if path.is_dir() else root / arg
 
 
-def pick_runs(old: str | None, new: str | None, root: Path) -> tuple[Path, Path, list[str]]:
+def pick_runs(old: str | None, new: str | None, root: Path
+              ) -> tuple[tuple[str, Results], tuple[str, Results], list[str]]:
     """No argument: latest and the newest earlier run of its setup; one: that run against latest; two: those
-    runs. Also a line for each run passed over because its setup differs or it cannot be read."""
+    runs. Each as (name, results); also a line for each run passed over because its setup differs."""
     new_dir = _resolve(new, root) if new else latest(root)
+    newer = (new_dir.name, load_results(new_dir))
     if old:
-        return _resolve(old, root), new_dir, []
-    before, passed = previous_comparable(new_dir.parent, new_dir.name, load_results(new_dir))
+        old_dir = _resolve(old, root)
+        return (old_dir.name, load_results(old_dir)), newer, []
+    before, passed = previous_comparable(new_dir.parent, new_dir.name, newer[1])
     if before is None:
         raise RunError(f"got no earlier run of the same setup as {new_dir.name} in {new_dir.parent}, but should "
                        f"be at least two runs to compare" + "".join(f"\n  passed over {p}" for p in passed))
-    return before, new_dir, passed
+    return before, newer, passed
 
 
 def _prefix_threshold(text: str) -> tuple[str, float]:
@@ -59,37 +63,39 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--alpha", type=float, default=ALPHA,
                         help="false discovery rate of the significance test (default 0.05)")
     parser.add_argument("--prefix-threshold", type=_prefix_threshold, action="append", default=[],
-                        metavar="PREFIX=FRACTION",
-                        help="repeatable; longest matching prefix wins (always added: conformance/=0)")
+                        metavar="PREFIX=FRACTION", help="repeatable; longest matching prefix wins")
     parser.add_argument("--gate", action="append", default=[], metavar="PREFIX",
                         help="repeatable: gate the informative metrics whose key starts with PREFIX too, e.g. "
                              "busbw_largest/ on a dedicated GPU node")
     parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a gated metric regressed")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    try:
+        check_thresholds(args.threshold, dict(args.prefix_threshold), args.alpha)
+    except ValueError as exc:
+        parser.error(f"--{exc}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 when fine (or the runs are not comparable: nothing is gated), 1 on a gated regression with
-    --fail-on-regression, 2 when runs cannot be read."""
+    --fail-on-regression, 2 when a run cannot be read (naming the run and the field)."""
     args = parse_args(argv)
-    thresholds = dict(args.prefix_threshold)
     try:
-        old_dir, new_dir, passed = pick_runs(args.old, args.new, args.root)
-        old, new = load_results(old_dir), load_results(new_dir)
+        (old_name, old), (new_name, new), passed = pick_runs(args.old, args.new, args.root)
         why = why_not_comparable(old, new)
-        changes = [] if why else compare_metrics(old["metrics"], new["metrics"], args.threshold, thresholds,
-                                                  args.alpha, gate=args.gate)
+        comparison = None if why else compare(old_name, old.metrics, new.metrics, passed, args.threshold,
+                                              dict(args.prefix_threshold), args.alpha, args.gate)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for line in passed:
         print(f"Passed over {line}")
     if why:
-        print(f"{new_dir.name} is not comparable with {old_dir.name}: {why}. Nothing is gated.")
+        print(f"{new_name} is not comparable with {old_name}: {why}. Nothing is gated.")
         return 0
-    print(f"Comparing {new_dir.name} with {old_dir.name}\n")
-    print(comparison_markdown(changes, args.threshold, args.alpha), end="")
-    return 1 if args.fail_on_regression and gated_regressions(changes) else 0
+    print(f"Comparing {new_name} with {old_name}\n")
+    print(comparison_markdown(comparison.changes, args.threshold, args.alpha), end="")
+    return 1 if args.fail_on_regression and comparison.regressions else 0
 
 
 if __name__ == "__main__":

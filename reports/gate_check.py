@@ -40,9 +40,14 @@ from typing import Sequence
 
 from fixtures.slowed_reference import SLOWDOWN_ENV
 
-from .comparison.changes import compare_runs
+from .comparison.changes import compare_metrics
 from .render.table import table
 from .store.runs import load_results, run_names
+
+
+def compare_runs(old: Path, new: Path):
+    """Every metric's change between two run directories."""
+    return compare_metrics(load_results(old).metrics, load_results(new).metrics)
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOWED = "fixtures.slowed_reference"
@@ -118,16 +123,16 @@ def sensitivity(job: MainJob, out: Path, tries: int, slowdowns: tuple[float, ...
     for attempt in range(tries):
         where = out / f"sensitivity-{attempt}"
         normal = job.run(where, "--impl", "reference", *bench)
-        step_ms = next(r["impl_ms"]["median"] for r in load_results(normal.path)["step_time"]
-                       if r["impl"] == "reference")
+        step_ms = next(r.impl_ms.median for r in load_results(normal.path).benchmarks.step_time
+                       if r.impl == "reference")
         for share in slowdowns:
             slow = job.run(where, "--impl", SLOWED, *bench, slowdown_ms=share * step_ms)
             change = {c.key: c for c in compare_runs(normal.path, slow.path)}[STEP_RATIO]
-            sampling = load_results(slow.path)["metrics"][STEP_RATIO].get("sampling") or {}
+            sampling = load_results(slow.path).metrics[STEP_RATIO].sampling
             rows.append({"try": attempt + 1, "slowdown": share, "delay (ms)": round(share * step_ms, 3),
                          "step ratio": _move(change), "p": f"{change.p_adjusted:.2g}",
-                         "caught": change.status == "regression", "rounds": sampling.get("rounds"),
-                         "target met": sampling.get("met"), "run (s)": round(slow.seconds),
+                         "caught": change.status == "regression", "rounds": sampling and sampling.rounds,
+                         "target met": sampling and sampling.met, "run (s)": round(slow.seconds),
                          "normal run (s)": round(normal.seconds)})
     return rows
 

@@ -1,14 +1,19 @@
 """The main job: benchmarks, conformance suites and hardware, written as one report run.
 
 ``python -m reports`` (what ``tox -e report`` runs) writes
-``reports/runs/<UTC time>/`` with ``report.md``, ``results.json`` (schema 4,
-reports/schema.md) and PNG plots, points ``reports/runs/latest`` at it, and
+``reports/runs/<UTC start time>/`` with ``report.md``, ``results.json``
+(reports/schema.md) and PNG plots, points ``reports/runs/latest`` at it, and
 compares it with the newest earlier run of the same setup (the nightly gate,
 ``reports.comparison``).
 
-Data flows one way: the benchmarks and the suites measure; ``store`` records
-the run (results.json, its metrics); ``comparison`` compares it with earlier
-runs; ``render`` writes report.md and the plots.
+Data flows one way: the benchmarks and the suites measure; ``store`` holds
+the run's typed results; ``comparison`` judges it (against earlier runs, the
+design notes' claims, the verdict), once, and the judgement is stored with
+it; ``render`` writes report.md and the plots from the stored results alone,
+as ``python -m reports.render`` does again later.
+
+Everything the job can check is checked before it starts (``reports.preflight``);
+a run that cannot be written where asked is saved in a fallback place, named.
 
 Under ``torchrun`` every rank of every node joins the multi-rank benchmarks
 (NCCL on GPUs), each node's first rank describes its node, then every rank
@@ -20,12 +25,15 @@ and ``--world-size`` ranks of its own) and writes the run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
@@ -39,20 +47,24 @@ from ranks.launch import leave_torchrun
 from ranks.settings import DEVICE_ENV, DEVICES
 
 from .cli import key_number
-from .comparison.changes import DEFAULT_THRESHOLD, compare_metrics, gated_regressions
-from .comparison.comparable import previous_comparable, run_setup
+from .comparison.changes import DEFAULT_THRESHOLD, compare
+from .comparison.claims import judge_claims
+from .comparison.comparable import previous_comparable
 from .comparison.trend import trend
+from .comparison.verdict import decide
 from .conformance.strength import measure_strength, strength_records
-from .conformance.suites import SuiteResult, run_suite
-from .render.comparison import comparison_markdown
-from .render.report import build_report, section_plots
-from .render.trend import plot_trend, trend_markdown
+from .conformance.suites import SuiteRun, run_suite
+from .preflight import DEFAULT_SUITES, preflight
+from .render.report import build_report, draw_plots
 from .store.metrics import collect_metrics
-from .store.runs import load_results, readable_runs
-from .store.schema import SCHEMA
-from .store.writer import DEFAULT_ROOT, dump_json, run_name, write_run
+from .store.model import SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
+from .store.mutation_score import read_score
+from .store.runs import RunError, readable_runs
+from .store.writer import DEFAULT_ROOT, dump_json, fallback_root, reserve, write_run
 
-DEFAULT_SUITES = ("suites/layout", "suites/multigpu")
+TREND_RUNS = 20
+"""Runs of the setup a report's trend shows (the site shows the whole history)."""
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def progress(message: str) -> None:
@@ -73,6 +85,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--world-size", type=int, default=2,
                         help="ranks the suites spawn, and the benchmarks' ranks when not under torchrun (default 2; "
                              "1 on a node with one GPU)")
+    parser.add_argument("--allow-world-size", action="store_true",
+                        help="spawn --world-size ranks even past what this machine's cores and memory hold")
     parser.add_argument("--device", choices=DEVICES, default=os.environ.get(DEVICE_ENV, "auto"),
                         help="where the ranks' tensors live: auto (NCCL on CUDA where every rank has a GPU of its "
                              "own, else gloo on the CPU), cpu (gloo), or cuda (NCCL where every rank has a GPU, "
@@ -99,8 +113,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-strength", action="store_true",
                         help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
     args = parser.parse_args(argv)
-    if (args.rounds is not None and args.rounds < 1) or args.world_size < 1:
-        parser.error(f"--rounds and --world-size: got {args.rounds} and {args.world_size}, but should be >= 1")
+    problem = preflight(args)
+    if problem:
+        parser.error(problem)
     return args
 
 
@@ -119,7 +134,7 @@ def bench_settings(args, backend: str) -> BenchSettings:
     return settings.smoked() if args.smoke else settings
 
 
-def run_conformance(args) -> list[SuiteResult]:
+def run_conformance(args) -> list[SuiteRun]:
     results = []
     for suite in args.suite or DEFAULT_SUITES:
         for impl in args.impl or DEFAULT_IMPLS:
@@ -131,24 +146,67 @@ def run_conformance(args) -> list[SuiteResult]:
     return results
 
 
-def compare_with_previous(root: Path, name: str, results: dict, threshold: float,
-                          gate: Sequence[str] = ()) -> tuple[str, list, str | None]:
-    """Markdown of the comparison with the newest earlier run of the same setup, its gated regressions, and
-    that run's name (None when there is none)."""
-    previous, passed = previous_comparable(root, name, results)
-    notes = "".join(f"Passed over {line}.\n\n" for line in passed)
-    if previous is None:
-        return notes + "No earlier run of this setup to compare with: nothing is gated.", [], None
-    changes = compare_metrics(load_results(previous)["metrics"], results["metrics"], threshold, gate=gate)
-    return (notes + f"Against {previous.name}. {comparison_markdown(changes, threshold)}",
-            gated_regressions(changes), previous.name)
+def commit() -> str | None:
+    """The project's commit, '+dirty' when the tree has changes; None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def judged(results: Results, root: Path, args) -> Results:
+    """The run with what is decided about it: the comparison with the previous run of its setup, the trend it
+    continues, the design notes' claims, and the verdict."""
+    try:
+        previous, passed = previous_comparable(root, results.run.name, results)
+        comparison = compare(previous and previous[0], previous and previous[1].metrics, results.metrics, passed,
+                             args.threshold, gate=args.gate)
+        history = [(n, r) for n, r in readable_runs(root) if r.run.setup == results.run.setup]
+    except RunError as exc:
+        comparison = Comparison(None, (), args.threshold, 0.05, (), str(exc))
+        history = []
+    results = replace(results, comparison=comparison, claims=judge_claims(results),
+                      trend=tuple(trend([*history, (results.run.name, results)], last=TREND_RUNS)))
+    return replace(results, verdict=decide(results, args.fail_on_regression))
+
+
+def save(results: Results, root: Path) -> Path:
+    """Write the run: its results, the report and the plots drawn from the results as they read back (so a
+    rebuild gives the same report); into a fallback place, named, when ``root`` cannot take it."""
+    files: dict[str, str | bytes] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        written = draw_plots(_read_back(results), Path(tmp))
+        results = replace(results, plots=tuple(p.relative_to(tmp).as_posix() for p in written))
+        for rel in results.plots:
+            files[rel] = (Path(tmp) / rel).read_bytes()
+    text = dump_json(encode(results))
+    files.update({"report.md": build_report(decode(json.loads(text))), "results.json": text})
+    try:
+        return write_run(files, root=root, name=results.run.name)
+    except OSError as exc:
+        fallback = fallback_root()
+        progress(f"could not write the run into {root} ({exc}); saving it into {fallback} instead")
+        fallback.mkdir(parents=True, exist_ok=True)
+        return write_run(files, root=fallback, name=results.run.name)
+
+
+def _read_back(results: Results) -> Results:
+    """The results as a reader of the written file will see them."""
+    return decode(json.loads(dump_json(encode(results))))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    start = datetime.now(timezone.utc)
     torchrun = launched_by_torchrun()
     rank = int(os.environ["RANK"]) if torchrun else 0
     world_size = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
+    name = reserve(args.out, start) if rank == 0 else ""
     backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), args.device)
     settings = bench_settings(args, backend)
     report = progress if rank == 0 else lambda _: None
@@ -163,40 +221,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.smoke or args.no_strength or args.no_suites):
         progress("suite strength: every broken implementation against its suite")
         strength_rows = strength_records(measure_strength(progress))
-    name = run_name()
-    run = {"name": name, "host": platform.node() or "unknown", "mode": "torchrun" if torchrun else "plain",
-           "world_size": world_size, "backend": backend, "tensors": tensors_on(backend, args.device),
-           "smoke": args.smoke}
-    run["setup"] = run_setup(run, bench["nodes"])
-    results = {
-        "schema": SCHEMA,
-        "run": run,
-        "settings": asdict(settings),
-        "conformance": [asdict(r) for r in conformance],
-        "suite_world_size": None if args.no_suites else args.world_size,
-        "strength": strength_rows,
-        **bench,
-        "overhead": overhead_table(),
-    }
-    results["metrics"] = collect_metrics(results)
-    comparison, regressions, previous = compare_with_previous(args.out, name, results, args.threshold, args.gate)
-    results["compared_with"] = {"run": previous, "gated_regressions": [c.key for c in regressions]}
-    history = [*readable_runs(args.out), (name, results)]
-    series = trend(history)
-    files: dict[str, str | bytes] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        written = section_plots(results, Path(tmp)) + plot_trend(series, tmp)
-        results["plots"] = [p.relative_to(tmp).as_posix() for p in written]
-        for rel in results["plots"]:
-            files[rel] = (Path(tmp) / rel).read_bytes()
-    text = build_report(results, comparison, trend_markdown(series, [n for n, _ in history]))
-    files.update({"report.md": text, "results.json": dump_json(results)})
-    written_run = write_run(files, root=args.out, name=name)
-    print(text)
-    progress(f"wrote {written_run}/report.md")
-    ok = all(r.ok for r in conformance) and all(r["wrong"] == 0 for r in results.get("busbw", []))
-    if not ok:
-        return 1
-    return 1 if args.fail_on_regression and regressions else 0
+    nodes = bench.pop("nodes")
+    tensors = tensors_on(backend, args.device)
+    mode = "torchrun" if torchrun else "plain"
+    run = Run(name=name, host=platform.node() or "unknown", mode=mode, world_size=world_size, backend=backend,
+              tensors=tensors, smoke=args.smoke, setup=setup_of(backend, tensors, world_size, mode, args.smoke, nodes),
+              commit=commit(), command=tuple(_command(torchrun, argv)))
+    records = Records(**{name_: tuple(rows) for name_, rows in bench.items()})
+    results = Results(schema=SCHEMA, run=run, settings=settings, nodes=tuple(nodes), conformance=tuple(conformance),
+                      suite_world_size=None if args.no_suites else args.world_size, strength=tuple(strength_rows),
+                      benchmarks=records, overhead=tuple(overhead_table()), metrics={}, comparison=None, trend=(),
+                      claims=(), mutation=read_score(), verdict=None, plots=())
+    results = judged(replace(results, metrics=collect_metrics(results)), args.out, args)
+    written = save(results, args.out)
+    print((written / "report.md").read_text())
+    progress(f"wrote {written}/report.md")
+    return results.verdict.exit_code
 
 
+def _command(torchrun: bool, argv: Sequence[str] | None) -> list[str]:
+    """How this run was started, as a user would type it again."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if torchrun:
+        return ["torchrun", f"--nproc-per-node={os.environ.get('LOCAL_WORLD_SIZE', '?')}",
+                f"--nnodes={int(os.environ.get('WORLD_SIZE', 1)) // max(1, int(os.environ.get('LOCAL_WORLD_SIZE', 1)))}",
+                "-m", "reports", *args]
+    return ["python", "-m", "reports", *args]

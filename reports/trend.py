@@ -21,14 +21,22 @@ from .store.writer import DEFAULT_ROOT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0, or 2 when the runs root does not exist."""
     parser = argparse.ArgumentParser(prog="python -m reports.trend", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
     parser.add_argument("--plots", type=Path, help="write one PNG per gated metric into this directory")
     args = parser.parse_args(argv)
+    if not args.root.is_dir():
+        print(f"error: --root {args.root}: got no such folder, but should be a runs root written by "
+              "`python -m reports --out`", file=sys.stderr)
+        return 2
     runs = readable_runs(args.root)
+    if not runs:
+        print(f"No readable runs in {args.root}.")
+        return 0
     all_series = trend(runs)
-    print(trend_markdown(all_series, [name for name, _ in runs]))
+    print(trend_markdown(all_series))
     if args.plots:
         for path in plot_trend(all_series, args.plots):
             print(f"wrote {path}", file=sys.stderr)

@@ -17,93 +17,43 @@ carries the samples it was measured from or is *exact* (a count).
   ``benchmarks.sampling.GATE_RULES``; absolute times) uses that one.
 - Exact metrics (test counts, caught bugs, wrong elements): any move in the
   bad direction is a regression.
-- A metric without samples on one side (a run written before schema 2):
-  the old rule, a move beyond the threshold, with a note saying so.
+- A metric without samples on one side (a run written before figures kept
+  their samples): a move beyond the threshold, with a note saying so.
+
+Old runs reach this module upgraded (``reports.store.upgrade``): it reads the
+current ``Metric`` alone.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from scipy import stats
 
-from benchmarks.stats import BETTER, Figure
+from benchmarks.registry import Metric
+from benchmarks.stats import Figure
 
-from ..store.runs import load_results
+from ..store.model import Change, Comparison
 
 ALPHA = 0.05
-
-
 DEFAULT_THRESHOLD = 0.10
-
-
 DEFAULT_ABSOLUTE_THRESHOLD = 0.05
-
-
-# Runs written before metrics said whether they are exact: these prefixes are counts.
-DEFAULT_PREFIX_THRESHOLDS: dict[str, float] = {"conformance/": 0.0}
-
-
 STATUS_ORDER = ("regression", "improvement", "unchanged", "added", "removed")
-
-
 FAMILIES = ("gated", "informative")
 
 
-@dataclass(frozen=True)
-class Change:
-    """One metric across two runs.
-
-    ``relative`` is None when it has no meaning (old is 0 or absent);
-    ``test`` says how the verdict was reached: "mann-whitney", "exact" or
-    "threshold" (no samples on one side); ``p_adjusted`` is the
-    Benjamini-Hochberg p-value within the metric's family.
-    """
-
-    key: str
-    old: float | None
-    new: float | None
-    unit: str
-    better: str
-    relative: float | None
-    status: str
-    threshold: float
-    gated: bool = True
-    test: str = "threshold"
-    p_value: float | None = None
-    p_adjusted: float | None = None
-    absolute: bool = False
-    old_figure: Figure | None = None
-    new_figure: Figure | None = None
-
-    @property
-    def family(self) -> str:
-        return "gated" if self.gated else "informative"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One run's side of a metric, read and checked."""
-
-    value: float
-    unit: str
-    better: str
-    gated: bool
-    exact: bool
-    figure: Figure | None
-    threshold: float | None
-
-
-def merged_thresholds(thresholds: Mapping[str, float] | None) -> dict[str, float]:
-    """Caller's prefixes over the defaults, so the conformance rule is only dropped on purpose."""
-    merged = {**DEFAULT_PREFIX_THRESHOLDS, **(thresholds or {})}
-    for prefix, value in merged.items():
-        if value < 0:
-            raise ValueError(f"got threshold {value} for prefix {prefix!r}, but should be >= 0")
-    return merged
+def check_thresholds(threshold: float, thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA,
+                     absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> None:
+    """Refuse a threshold below 0 or a false discovery rate outside (0, 1), naming it: what every command checks
+    before it starts."""
+    for name, value in (("threshold", threshold), ("absolute threshold", absolute_threshold),
+                        *((f"threshold of prefix {k!r}", v) for k, v in (thresholds or {}).items())):
+        if not value >= 0:
+            raise ValueError(f"{name}: got {value}, but should be >= 0")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: got {alpha}, but should be between 0 and 1")
 
 
 def threshold_for(key: str, threshold: float, prefixes: Mapping[str, float]) -> float:
@@ -112,36 +62,11 @@ def threshold_for(key: str, threshold: float, prefixes: Mapping[str, float]) -> 
     return prefixes[max(matches, key=len)] if matches else threshold
 
 
-def read_entry(key: str, entry, run: str) -> Entry:
-    if not isinstance(entry, dict):
-        raise ValueError(f"got {entry!r} for metric {key!r} in the {run} run, but should be an object")
-    value = entry.get("value")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"got value {value!r} for metric {key!r} in the {run} run, but should be a number")
-    better = entry.get("better")
-    if better not in BETTER:
-        raise ValueError(f"got better={better!r} for metric {key!r} in the {run} run, but should be one of {BETTER}")
-    figure = None
-    if isinstance(entry.get("figure"), dict):
-        try:
-            figure = Figure.from_json(entry["figure"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"got an unreadable figure for metric {key!r} in the {run} run ({exc})") from exc
-    # Before schema 2 nothing was gated or exact: every metric could fail the job, as then.
-    threshold = entry.get("threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                  or threshold < 0):
-        raise ValueError(f"got threshold {threshold!r} for metric {key!r} in the {run} run, "
-                         "but should be a number >= 0")
-    return Entry(float(value), entry.get("unit", ""), better, bool(entry.get("gated", True)),
-                 bool(entry.get("exact", False)), figure, None if threshold is None else float(threshold))
-
-
-def _same(key: str, field: str, old: Entry, new: Entry) -> None:
+def _same(key: str, field: str, old: Metric, new: Metric) -> None:
     """A metric whose meaning changed between runs cannot be compared."""
     a, b = getattr(old, field), getattr(new, field)
     if a != b:
-        raise ValueError(f"got {field}={b!r} for metric {key!r} in the new run and {a!r} in the old one, "
+        raise ValueError(f"metric {key!r}: got {field}={b!r} in the new run and {a!r} in the old one, "
                          f"but should be the same in both runs")
 
 
@@ -182,32 +107,27 @@ def mann_whitney(old: Figure, new: Figure) -> float:
     return float(stats.mannwhitneyu(old.samples, new.samples, alternative="two-sided").pvalue)
 
 
-def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold: float = DEFAULT_THRESHOLD,
+def compare_metrics(old: Mapping[str, Metric], new: Mapping[str, Metric], threshold: float = DEFAULT_THRESHOLD,
                     thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA,
                     absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD, gate: Sequence[str] = ()
                     ) -> list[Change]:
     """Every metric of either run, sorted by key (see the module docstring for the rules).
 
-    ``thresholds`` maps key prefixes to their own relative threshold, on top of DEFAULT_PREFIX_THRESHOLDS;
-    ``gate`` lists key prefixes of informative metrics to gate too (on hardware quiet enough for them).
+    ``thresholds`` maps key prefixes to their own relative threshold; ``gate`` lists key prefixes of informative
+    metrics to gate too (on hardware quiet enough for them).
     """
-    for name, value in (("threshold", threshold), ("absolute_threshold", absolute_threshold)):
-        if value < 0:
-            raise ValueError(f"got {name} {value}, but should be >= 0")
-    if not 0 < alpha < 1:
-        raise ValueError(f"got alpha {alpha}, but should be between 0 and 1")
-    prefixes = merged_thresholds(thresholds)
+    check_thresholds(threshold, thresholds, alpha, absolute_threshold)
+    prefixes = dict(thresholds or {})
     changes: dict[str, Change] = {}
     tested: dict[str, list[tuple[str, float]]] = {family: [] for family in FAMILIES}
     for key in sorted(set(old) | set(new)):
         if key not in new or key not in old:
-            status, side, entry = ("removed", "old", old[key]) if key not in new else ("added", "new", new[key])
-            e = read_entry(key, entry, side)
+            status, e = ("removed", old[key]) if key not in new else ("added", new[key])
             values = (e.value, None) if status == "removed" else (None, e.value)
             changes[key] = Change(key, *values, e.unit, e.better, None, status, _limit(key, e, threshold, prefixes),
                                   e.gated, "-")
             continue
-        a, b = read_entry(key, old[key], "old"), read_entry(key, new[key], "new")
+        a, b = old[key], new[key]
         for field in ("better", "unit"):
             _same(key, field, a, b)
         if any(key.startswith(prefix) for prefix in gate):
@@ -225,26 +145,39 @@ def compare_metrics(old: Mapping[str, dict], new: Mapping[str, dict], threshold:
     return [changes[k] for k in sorted(changes)]
 
 
-def _limit(key: str, entry: Entry, default: float, prefixes: Mapping[str, float]) -> float:
+def compare(against: str | None, old: Mapping[str, Metric] | None, new: Mapping[str, Metric],
+            passed_over: Sequence[str] = (), threshold: float = DEFAULT_THRESHOLD,
+            thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA, gate: Sequence[str] = ()
+            ) -> Comparison:
+    """The gate's decisions for a run against the earlier run ``against`` (None: nothing to compare with)."""
+    changes = () if old is None else tuple(compare_metrics(old, new, threshold, thresholds, alpha, gate=gate))
+    return Comparison(against, tuple(passed_over), threshold, alpha, changes)
+
+
+def _limit(key: str, metric: Metric, default: float, prefixes: Mapping[str, float]) -> float:
     """A prefix the caller gave wins; then the metric's own practical threshold (the newer run's); then the
     default."""
-    return threshold_for(key, default if entry.threshold is None else entry.threshold, prefixes)
+    return threshold_for(key, default if metric.threshold is None else metric.threshold, prefixes)
 
 
-def _compare_one(key: str, a: Entry, b: Entry, limit: float, absolute_limit: float) -> Change:
+def _summary(figure: Figure | None):
+    return None if figure is None else figure.summary()
+
+
+def _compare_one(key: str, a: Metric, b: Metric, limit: float, absolute_limit: float) -> Change:
     gated = b.gated
     if _testable(a.figure) and _testable(b.figure):
         absolute = b.figure.spread_kind == "absolute"
         relative = (b.value - a.value) / abs(a.value) if a.value else None
         return Change(key, a.value, b.value, b.unit, b.better, relative, "unchanged",
                       absolute_limit if absolute else limit, gated, "mann-whitney",
-                      mann_whitney(a.figure, b.figure), None, absolute, a.figure, b.figure)
+                      mann_whitney(a.figure, b.figure), None, absolute, a.figure.summary(), b.figure.summary())
     if b.exact:
         status, relative = classify(a.value, b.value, b.better, 0.0)
         return Change(key, a.value, b.value, b.unit, b.better, relative, status, 0.0, gated, "exact")
     status, relative = classify(a.value, b.value, b.better, limit)
     return Change(key, a.value, b.value, b.unit, b.better, relative, status, limit, gated, "threshold",
-                  old_figure=a.figure, new_figure=b.figure)
+                  old_figure=_summary(a.figure), new_figure=_summary(b.figure))
 
 
 def _testable(figure: Figure | None) -> bool:
@@ -257,16 +190,4 @@ def _judge(change: Change, p_adjusted: float, alpha: float) -> Change:
     status = "unchanged"
     if p_adjusted < alpha:
         status, _ = classify(change.old, change.new, change.better, change.threshold, change.absolute)
-    return Change(**{**change.__dict__, "status": status, "p_adjusted": p_adjusted})
-
-
-def compare_runs(old_dir: Path, new_dir: Path, threshold: float = DEFAULT_THRESHOLD,
-                 thresholds: Mapping[str, float] | None = None, alpha: float = ALPHA,
-                 gate: Sequence[str] = ()) -> list[Change]:
-    """Compare the metrics of two run directories."""
-    old, new = load_results(Path(old_dir)), load_results(Path(new_dir))
-    return compare_metrics(old["metrics"], new["metrics"], threshold, thresholds, alpha, gate=gate)
-
-
-def gated_regressions(changes: Sequence[Change]) -> list[Change]:
-    return [c for c in changes if c.gated and c.status == "regression"]
+    return replace(change, status=status, p_adjusted=p_adjusted)

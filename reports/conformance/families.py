@@ -5,6 +5,9 @@ them as the conformance matrix)."""
 from __future__ import annotations
 
 import fnmatch
+from dataclasses import dataclass
+
+from datamodel import doc
 
 FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("layout", ("suites/layout/test_accounting.py::*", "suites/layout/test_alignment.py::*",
@@ -45,3 +48,20 @@ def tally(families: dict, nodeid: str, outcome: str, note: str = "") -> None:
         entry["reasons"][note] = entry["reasons"].get(note, 0) + 1
     if outcome == "failed" and not entry["first_failure"]:
         entry["first_failure"] = f"{nodeid.split('::')[-1]}: {note}"[:160]
+
+
+@dataclass(frozen=True)
+class FamilyTally:
+    """One family's outcomes in a suite run."""
+
+    passed: int = doc("tests passed")
+    failed: int = doc("tests failed or errored")
+    skipped: int = doc("tests skipped")
+    xfailed: int = doc("expected failures")
+    reasons: dict[str, int] = doc("each reason of a skip or an xfail, with its count")
+    first_failure: str = doc("the first failed test and its message, cut to 160 characters")
+
+
+def frozen_families(families: dict[str, dict]) -> dict[str, FamilyTally]:
+    """The tallies ``tally`` kept, as records."""
+    return {name: FamilyTally(**entry) for name, entry in families.items()}

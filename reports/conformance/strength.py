@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
+from datamodel import doc
 from fixtures.broken import BrokenEntry, catalogue
 
 from .suites import run_suite
@@ -50,10 +51,22 @@ def measure_strength(progress=print) -> list[Caught]:
     return results
 
 
-def strength_records(results: list[Caught]) -> list[dict]:
-    return [
-        {"broken": r.entry.name, "bug": r.entry.bug, "suite": r.entry.suite, "caught": r.caught,
-         "expected_tests_failed": r.expected_caught, "failing_tests": len(r.checked_ids),
-         "crashed_tests": len(r.crashed_ids), "caught_by": ", ".join(r.modules())}
-        for r in results
-    ]
+@dataclass(frozen=True)
+class StrengthRecord:
+    """One deliberately broken implementation against the suite it targets."""
+
+    broken: str = doc("the broken implementation (fixtures/broken/)")
+    bug: str = doc("the bug it carries")
+    suite: str = doc("the suite it is run against")
+    caught: bool = doc("whether a check caught it (a crash is not a catch)")
+    expected_tests_failed: bool = doc("whether every test its entry names failed, by a check")
+    failing_tests: int = doc("failed checks")
+    crashed_tests: int = doc("tests failed by an exception other than an assertion")
+    caught_by: str = doc("the test modules whose checks failed")
+
+
+def strength_records(results: list[Caught]) -> list[StrengthRecord]:
+    return [StrengthRecord(broken=r.entry.name, bug=r.entry.bug, suite=r.entry.suite, caught=r.caught,
+                           expected_tests_failed=r.expected_caught, failing_tests=len(r.checked_ids),
+                           crashed_tests=len(r.crashed_ids), caught_by=", ".join(r.modules()))
+            for r in results]

@@ -28,37 +28,48 @@ from pathlib import Path
 
 import pytest
 
+from datamodel import doc
 from ranks.groups import visible_devices_before_hiding
 from ranks.settings import WORLD_SIZE_ENV, outside_torchrun
 
-from .families import tally
+from .families import FamilyTally, frozen_families, tally
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@dataclass
-class SuiteResult:
-    suite: str
-    impl: str
-    header: str = ""
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    xfailed: int = 0
-    errors: int = 0
-    seconds: float = 0.0
-    failures: list[str] = field(default_factory=list)
-    failed_ids: list[str] = field(default_factory=list)  # pytest node ids of failed or erroring tests
-    crashed_ids: list[str] = field(default_factory=list)
-    """The failed ones that did not fail a check: an exception other than an assertion ended them."""
-    skip_reasons: dict[str, int] = field(default_factory=dict)
-    families: dict[str, dict] = field(default_factory=dict)
-    """Outcomes per family of checks (``reports.matrix``), for the conformance matrix."""
-    exit_code: int = 0
+@dataclass(frozen=True)
+class SuiteRun:
+    """One suite run against one implementation: its outcomes, counted and per family of checks."""
+
+    suite: str = doc("the suite's path")
+    impl: str = doc("the implementation asked for (--impl)")
+    header: str = doc("the implementation and its version as the suite's header named them")
+    passed: int = doc("tests passed")
+    failed: int = doc("tests failed")
+    skipped: int = doc("tests skipped, each with its reason")
+    xfailed: int = doc("expected failures: recorded findings about the implementation")
+    errors: int = doc("tests that errored (a fixture or the harness), and a suite that did not run")
+    seconds: float = doc("the tests' time")
+    failures: tuple[str, ...] = doc("each failure: the test and its message")
+    failed_ids: tuple[str, ...] = doc("pytest node ids of failed or erroring tests")
+    crashed_ids: tuple[str, ...] = doc("the failed ones that did not fail a check: an exception other than an "
+                                       "assertion ended them")
+    skip_reasons: dict[str, int] = doc("each reason of a skip, with how many tests it skipped")
+    families: dict[str, FamilyTally] = doc("outcomes per family of checks (reports/conformance/families.py), for "
+                                           "the conformance matrix")
+    exit_code: int = doc("pytest's exit code")
 
     @property
     def ok(self) -> bool:
+        """The one rule for a suite run, which the verdict reads: it ran (pytest exited 0, or 5 when nothing was
+        collected), and no test failed or errored."""
         return self.exit_code in (0, 5) and not self.failed and not self.errors
+
+    @property
+    def label(self) -> str:
+        """The implementation and its version as the suite's header names them (levels left out), else the name
+        asked for."""
+        return self.header.split(" (levels")[0] if self.header else self.impl
 
 
 def child_environment(world_size: int | None = None) -> dict[str, str]:
@@ -76,7 +87,7 @@ def child_environment(world_size: int | None = None) -> dict[str, str]:
 
 
 def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_size: int | None = None,
-              in_process: bool = False) -> SuiteResult:
+              in_process: bool = False) -> SuiteRun:
     """``pytest <suite> --impl <impl>`` in a child process, or here (``in_process``), with ``world_size`` ranks
     for the multi-rank suite; outcomes read back from JUnit XML."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,14 +95,34 @@ def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_
         args = [suite, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", *(extra_args or [])]
         run = pytest_in_process if in_process else _pytest_child
         code, stdout, stderr = run(args, child_environment(world_size))
-        result = SuiteResult(suite=suite, impl=impl, exit_code=code)
-        result.header = _header_line(stdout)
+        outcomes = Outcomes()
         if xml_path.exists():
-            _read_junit(xml_path, result)
+            _read_junit(xml_path, outcomes)
         elif code not in (0, 5):
-            result.errors += 1
-            result.failures.append(f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}")
-    return result
+            outcomes.counts["errors"] += 1
+            outcomes.failures.append(f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}")
+    return outcomes.run(suite, impl, _header_line(stdout), code)
+
+
+@dataclass
+class Outcomes:
+    """A suite run's outcomes as its JUnit XML is read, test by test."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTED, 0))
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+    failed_ids: list[str] = field(default_factory=list)
+    crashed_ids: list[str] = field(default_factory=list)
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    families: dict[str, dict] = field(default_factory=dict)
+
+    def run(self, suite: str, impl: str, header: str, exit_code: int) -> SuiteRun:
+        return SuiteRun(suite, impl, header, **self.counts, seconds=self.seconds, failures=tuple(self.failures),
+                        failed_ids=tuple(self.failed_ids), crashed_ids=tuple(self.crashed_ids),
+                        skip_reasons=self.skip_reasons, families=frozen_families(self.families), exit_code=exit_code)
+
+
+COUNTED = ("passed", "failed", "skipped", "xfailed", "errors")
 
 
 def _pytest_child(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
@@ -132,7 +163,7 @@ def _header_line(stdout: str) -> str:
     return ""
 
 
-def _read_junit(path: Path, result: SuiteResult) -> None:
+def _read_junit(path: Path, result: Outcomes) -> None:
     root = ET.parse(path).getroot()
     for case in root.iter("testcase"):
         result.seconds += float(case.get("time", 0))
@@ -151,7 +182,7 @@ def _read_junit(path: Path, result: SuiteResult) -> None:
                 result.failed_ids.append(_node_id(case))
                 if crashed(child.get("message") or "", child.text or ""):
                     result.crashed_ids.append(_node_id(case))
-        setattr(result, outcome, getattr(result, outcome) + 1)
+        result.counts[outcome] += 1
         tally(result.families, _node_id(case), "failed" if outcome == "errors" else outcome, note)
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from benchmarks.stats import Figure, describe
+from benchmarks.stats import Summary, describe
 
-from ..comparison.changes import ALPHA, DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD, STATUS_ORDER, Change
+from ..comparison.changes import ALPHA, DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD, STATUS_ORDER
+from ..store.model import Change, Comparison
 from .table import table
+
 
 def _pct(fraction: float) -> str:
     return f"{fraction * 100:g}%"
 
 
-def _fmt_value(value: float | None, figure: Figure | None) -> str:
+def _fmt_value(value: float | None, figure: Summary | None) -> str:
     if figure is not None:
         return describe(figure)
     if value is None:
@@ -79,7 +81,7 @@ def comparison_markdown(changes: Sequence[Change], threshold: float = DEFAULT_TH
     unsampled = [c for c in changes if c.test == "threshold"]
     if unsampled:
         text += (f"\n\nNote: {len(unsampled)} metrics have no samples in one of the runs (written before "
-                 f"schema 2): they are compared by the threshold alone, as then.")
+                 f"figures kept their samples): they are compared by the threshold alone.")
     gated = sorted((c for c in changes if c.gated), key=lambda c: (STATUS_ORDER.index(c.status), c.key))
     if gated:
         text += "\n\nGated metrics (a regression here fails the job):\n\n" + _table(gated)
@@ -94,3 +96,16 @@ def comparison_markdown(changes: Sequence[Change], threshold: float = DEFAULT_TH
 
 def _table(changes: Sequence[Change]) -> str:
     return table(_rows(changes), numparse=False)
+
+
+def run_comparison_markdown(comparison: Comparison | None) -> str:
+    """A run's comparison section: the runs passed over, then what changed against the earlier run."""
+    if comparison is None:
+        return "Not compared (a run written before comparisons were stored)."
+    if comparison.error is not None:
+        return f"Not compared: an earlier run cannot be read: {comparison.error}"
+    notes = "".join(f"Passed over {line}.\n\n" for line in comparison.passed_over)
+    if comparison.against is None:
+        return notes + "No earlier run of this setup to compare with: nothing is gated."
+    return (notes + f"Against {comparison.against}. "
+            + comparison_markdown(comparison.changes, comparison.threshold, comparison.alpha))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from ..conformance.strength import StrengthRecord
+from ..conformance.suites import SuiteRun
 from .table import table
 
 
-def conformance_markdown(results: list) -> str:
+def conformance_markdown(results: Sequence[SuiteRun]) -> str:
     """One row per (suite, implementation), then each run's failures and skip reasons."""
     rows = [
         {"suite": r.suite, "implementation": r.header or r.impl, "passed": r.passed,
@@ -25,10 +29,13 @@ def conformance_markdown(results: list) -> str:
     return text
 
 
-def strength_markdown(records: list[dict]) -> str:
+def strength_markdown(records: Sequence[StrengthRecord]) -> str:
     per_suite: dict[str, list[bool]] = {}
     for r in records:
-        per_suite.setdefault(r["suite"], []).append(r["caught"])
+        per_suite.setdefault(r.suite, []).append(r.caught)
     shares = [{"suite": s, "broken implementations": len(v), "caught": sum(v),
                "share caught": f"{100 * sum(v) / len(v):.0f}%"} for s, v in per_suite.items()]
-    return table(records) + "\n\n" + table(shares)
+    rows = [{"broken": r.broken, "bug": r.bug, "suite": r.suite, "caught": r.caught,
+             "expected_tests_failed": r.expected_tests_failed, "failing_tests": r.failing_tests,
+             "crashed_tests": r.crashed_tests, "caught_by": r.caught_by} for r in records]
+    return table(rows) + "\n\n" + table(shares)

@@ -15,28 +15,34 @@ implementation's runs of both suites and shows one cell per family:
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
+from typing import Sequence
 
-from ..conformance.families import FAMILIES, OUTCOMES
+from ..conformance.families import FAMILIES, OUTCOMES, FamilyTally
+from ..conformance.suites import SuiteRun
 from .table import table
 
 
-def impl_label(header: str, impl: str) -> str:
-    """The implementation and its version as pytest's header names them (levels left out), else the name asked for."""
-    return header.split(" (levels")[0] if header else impl
+@dataclass
+class Cell:
+    """One implementation's tallies of one family, over every suite run of it."""
+
+    counts: Counter = field(default_factory=Counter)
+    reasons: Counter = field(default_factory=Counter)
+    first_failure: str = ""
+
+    def add(self, tally: FamilyTally) -> None:
+        self.counts.update({o: getattr(tally, o) for o in OUTCOMES})
+        self.reasons.update(tally.reasons)
+        self.first_failure = self.first_failure or tally.first_failure
 
 
-def merged(results) -> dict[str, dict[str, dict]]:
+def merged(results: Sequence[SuiteRun]) -> dict[str, dict[str, Cell]]:
     """implementation label -> family -> the tallies of every suite run of that implementation."""
-    out: dict[str, dict[str, dict]] = {}
+    out: dict[str, dict[str, Cell]] = {}
     for r in results:
-        label = impl_label(r.header, r.impl)
-        for family, entry in r.families.items():
-            cell = out.setdefault(label, {}).setdefault(
-                family, {**{o: 0 for o in OUTCOMES}, "reasons": Counter(), "first_failure": ""})
-            for o in OUTCOMES:
-                cell[o] += entry[o]
-            cell["reasons"].update(entry["reasons"])
-            cell["first_failure"] = cell["first_failure"] or entry["first_failure"]
+        for family, tally in r.families.items():
+            out.setdefault(r.label, {}).setdefault(family, Cell()).add(tally)
     return out
 
 
@@ -55,21 +61,22 @@ class Notes:
         return "\n".join(f"{i}. {t}" for i, t in enumerate(self.texts, 1))
 
 
-def cell(entry: dict | None, notes: Notes) -> str:
-    if not entry or not any(entry[o] for o in OUTCOMES):
+def cell(entry: Cell | None, notes: Notes) -> str:
+    if not entry or not any(entry.counts[o] for o in OUTCOMES):
         return "n/a"
-    if entry["failed"]:
-        return f"FAIL {entry['failed']} of {sum(entry[o] for o in OUTCOMES)} {notes.cite(entry['first_failure'])}"
-    xfails = entry["xfailed"]
-    common = entry["reasons"].most_common(1)[0][0] if entry["reasons"] else ""
-    if entry["passed"]:
-        return f"pass {entry['passed']}" + (f", xfail {xfails}" if xfails else "")
+    counts = entry.counts
+    if counts["failed"]:
+        return f"FAIL {counts['failed']} of {sum(counts[o] for o in OUTCOMES)} {notes.cite(entry.first_failure)}"
+    xfails = counts["xfailed"]
+    common = entry.reasons.most_common(1)[0][0] if entry.reasons else ""
+    if counts["passed"]:
+        return f"pass {counts['passed']}" + (f", xfail {xfails}" if xfails else "")
     if xfails:
         return f"xfail {xfails} {notes.cite(common)}"
     return f"skip {notes.cite(common)}"
 
 
-def matrix_markdown(results) -> str:
+def matrix_markdown(results: Sequence[SuiteRun]) -> str:
     """Rows: implementations; columns: the families of checks; then the reasons the cells cite."""
     by_impl = merged(results)
     if not by_impl:

@@ -1,18 +1,11 @@
-"""The mutation score, as the mutation tool (``python -m mutation``) last wrote it, rendered for the report.
-
-The report never runs mutants: it reads ``SCORE_FILE``, whose format this
-module names (``FORMAT``), and says when it is missing.
-"""
+"""The mutation score as a run recorded it, rendered for the report."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
 
-SCORE_FILE = Path(__file__).resolve().parents[2] / "mutation" / "score.json"
-FORMAT = 2
+from ..store.model import ModuleScore, MutationScore
 
 
 def percent(killed: int, scored: int) -> str:
@@ -22,41 +15,37 @@ def percent(killed: int, scored: int) -> str:
 MODE_WORDS = {"whole": "every mutant of", "sampled": "a seeded sample of"}
 
 
-def modes(modules: Mapping[str, dict]) -> str:
+def modes(modules: Mapping[str, ModuleScore]) -> str:
     """'every mutant of 5 modules', 'a seeded sample of 9 modules', or both."""
-    by_mode = Counter(m["mode"] for m in modules.values())
+    by_mode = Counter(m.mode for m in modules.values())
     return ", ".join(f"{words} {by_mode[mode]} module{'s' if by_mode[mode] != 1 else ''}"
                      for mode, words in MODE_WORDS.items() if by_mode[mode])
 
 
-def summary_markdown(s: Mapping) -> str:
-    """The summary line and the per-module table of a score file's contents."""
-    modules = s["modules"]
-    run = sum(m["run"] for m in modules.values())
-    population = sum(m["eligible"] for m in modules.values())
-    equivalent = sum(m["equivalent"] for m in modules.values())
-    line = (f"Mutation score (cosmic-ray over `reference/`, measured {s['date']} at {s['commit'][:10]}"
-            f"{' with uncommitted changes' if s['uncommitted'] else ''}): "
-            f"**{percent(s['killed'], s['non_equivalent'])}** of non-equivalent mutants killed "
-            f"({s['killed']} of {s['non_equivalent']}); {run} of a population of {population} mutants run "
+def summary_markdown(s: MutationScore) -> str:
+    """The summary line and the per-module table of a score."""
+    modules = s.modules
+    run = sum(m.run for m in modules.values())
+    population = sum(m.eligible for m in modules.values())
+    equivalent = sum(m.equivalent for m in modules.values())
+    line = (f"Mutation score (cosmic-ray over `reference/`, measured {s.date} at {s.commit[:10]}"
+            f"{' with uncommitted changes' if s.uncommitted else ''}): "
+            f"**{percent(s.killed, s.non_equivalent)}** of non-equivalent mutants killed "
+            f"({s.killed} of {s.non_equivalent}); {run} of a population of {population} mutants run "
             f"({modes(modules)}; the population leaves out mutants inside type annotations), "
             f"{equivalent} triaged equivalent. See docs/mutation.md.")
     rows = ["| module | mode | population | run | killed | equivalent | survived | score |",
             "|---|---|---:|---:|---:|---:|---:|---:|"]
-    rows += [f"| {name.removeprefix('reference/')} | {m['mode']} | {m['eligible']} | {m['run']} | {m['killed']} | "
-             f"{m['equivalent']} | {m['survived']} | {percent(m['killed'], m['killed'] + m['survived'])} |"
+    rows += [f"| {name.removeprefix('reference/')} | {m.mode} | {m.eligible} | {m.run} | {m.killed} | "
+             f"{m.equivalent} | {m.survived} | {percent(m.killed, m.killed + m.survived)} |"
              for name, m in modules.items()]
-    rows.append(f"| **all** | | **{population}** | **{run}** | **{s['killed']}** | **{equivalent}** | "
-                f"**{s['non_equivalent'] - s['killed']}** | **{percent(s['killed'], s['non_equivalent'])}** |")
+    rows.append(f"| **all** | | **{population}** | **{run}** | **{s.killed}** | **{equivalent}** | "
+                f"**{s.non_equivalent - s.killed}** | **{percent(s.killed, s.non_equivalent)}** |")
     return line + "\n\n" + "\n".join(rows)
 
 
-def score_markdown(path: Path = SCORE_FILE) -> str:
-    """The last measured score, for the report's strength section."""
-    if not path.exists():
-        return "Mutation score: not measured yet (`python -m mutation`)."
-    s = json.loads(path.read_text())
-    if s.get("format") != FORMAT:
-        raise ValueError(f"{path}: got format {s.get('format')!r}, but should be {FORMAT}: "
-                         "rerun python -m mutation")
-    return summary_markdown(s)
+def score_markdown(score: MutationScore | None) -> str:
+    """The score as it stood when the run was made, for the report's strength section."""
+    if score is None:
+        return "Mutation score: not measured when this run was made (`python -m mutation`)."
+    return summary_markdown(score)

@@ -1,4 +1,5 @@
-"""``report.md``: every section in order, from a run's results, and the plots its sections draw.
+"""``report.md`` and the plots of a run, from its results alone: what the job writes and ``python -m
+reports.render`` rebuilds.
 
 The first screen is the summary (verdict, headline figures, what is
 unstable); then conformance, strength, the comparison and the trend, the
@@ -11,12 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks import BENCHMARKS
-from benchmarks.padding import SEED_CLAIMS
+from benchmarks.padding import NOTES_CLAIMS
 from benchmarks.stats import UNSTABLE_MARK
 
-from ..comparison.comparable import setup_label
-from ..conformance.suites import SuiteResult
-from .claims import claims_markdown
+from ..store.model import ClaimVerdict, Results
+from .comparison import run_comparison_markdown
 from .conformance import conformance_markdown, strength_markdown
 from .hardware import hardware_markdown, nodes_markdown, noise_markdown
 from .matrix import matrix_markdown
@@ -24,59 +24,74 @@ from .mutation import score_markdown
 from .padding import render_markdown
 from .sections import SECTIONS
 from .summary import summary_markdown
-from .table import with_unstable_footnote
+from .table import table, with_unstable_footnote
+from .trend import plot_trend, trend_markdown
 
 
-def build_report(results: dict, comparison: str, trend_text: str) -> str:
-    run = results["run"]
-    seed_rows = [r for r in results["overhead"] if (r["model"], r["dp"]) in SEED_CLAIMS]
+def claims_markdown(claims: tuple[ClaimVerdict, ...]) -> str:
+    if not claims:
+        return "Not judged (a run written before the claims' verdicts were stored)."
+    rows = [{"source": c.source, "claim": c.claim, "measured": c.measured, "verdict": c.verdict} for c in claims]
+    return table(rows, numparse=False) + (
+        "\n\nThe typical-overhead table is recomputed from real shapes under "
+        "[Padding overhead: the design notes' table recomputed](#padding-overhead-the-design-notes-table-recomputed); "
+        "docs/errata.md explains each difference.")
+
+
+def build_report(results: Results) -> str:
+    run = results.run
+    notes_rows = [r for r in results.overhead if (r.model, r.dp) in NOTES_CLAIMS]
     parts = [
         "# Bucketed gradient synchronization: conformance and benchmark report",
-        f"Run {run['name']} on {run['host']}: {setup_label(run['setup'])}"
-        f"{' (SMOKE: timings mean nothing)' if run['smoke'] else ''}. Timed figures are medians "
+        f"Run {run.name} on {run.host}: {run.setup.label()}"
+        f"{' (SMOKE: timings mean nothing)' if run.smoke else ''}. Timed figures are medians "
         f"[95% interval of the median] over repeated rounds; {UNSTABLE_MARK} marks a figure whose spread passes "
-        "its limit.",
+        "its limit." + (f" Reproduce: `{' '.join(run.command)}` at commit {run.commit}." if run.command else ""),
         "## Summary", summary_markdown(results),
-        "## Conformance matrix", matrix_markdown([SuiteResult(**r) for r in results["conformance"]]),
-        "## Conformance", conformance_markdown([SuiteResult(**r) for r in results["conformance"]])
-        if results["conformance"] else "Not run (--no-suites).",
+        "## Conformance matrix", matrix_markdown(results.conformance),
+        "## Conformance", conformance_markdown(results.conformance) if results.conformance
+        else "Not run (--no-suites).",
         "## Suite strength: deliberately broken implementations",
-        strength_markdown(results["strength"]) if results["strength"] else
-        "Not run (smoke mode, --no-suites or --no-strength); tests/reports/conformance/test_strength.py checks the catalogue "
-        "in CI.",
-        score_markdown(),
-        "## Comparison with the previous run of this setup", comparison,
-        "## Trend over the runs", trend_text,
-        "## The design notes' claims, checked", claims_markdown(results),
+        strength_markdown(results.strength) if results.strength else
+        "Not run (smoke mode, --no-suites or --no-strength); tests/reports/conformance/test_strength.py checks the "
+        "catalogue in CI.",
+        score_markdown(results.mutation),
+        "## Comparison with the previous run of this setup", run_comparison_markdown(results.comparison),
+        "## Trend over the last runs of this setup", trend_markdown(results.trend),
+        "## The design notes' claims, checked", claims_markdown(results.claims),
     ]
     for benchmark in BENCHMARKS:
-        records = benchmark.records_of(results)
+        records = results.records(benchmark.name)
         if records:
             parts += [f"## {benchmark.title}", SECTIONS[benchmark.name].markdown(records)]
     parts += [
-        "## Padding overhead: the seed's table recomputed",
+        "## Padding overhead: the design notes' table recomputed",
         "Bucket size 40,000,000 elements; padding counts every element that is not a parameter "
-        "(64-element start gaps and bucket-end padding). The seed's figures are claims without a "
+        "(64-element start gaps and bucket-end padding). The notes' figures are claims without a "
         "derivation (docs/errata.md).",
-        render_markdown(seed_rows),
-        "## Padding overhead: all models, dp and policies", render_markdown(results["overhead"]),
-        "## Hardware", nodes_markdown(results["nodes"]),
-        "### What made the nodes noisy while the benchmarks ran", noise_markdown(results["nodes"]),
+        render_markdown(notes_rows),
+        "## Padding overhead: all models, dp and policies", render_markdown(results.overhead),
+        "## Hardware", nodes_markdown(list(results.nodes)),
+        "### What made the nodes noisy while the benchmarks ran", noise_markdown(list(results.nodes)),
     ]
     parts += [f"### Node {node['node_rank']}: {node['host']['hostname']}\n\n"
               + hardware_markdown(node["hardware"], node.get("nvlink_delta"), node.get("telemetry"))
-              for node in results["nodes"]]
-    if results.get("plots"):
-        parts += ["## Plots", "\n".join(f"![{p}]({p})" for p in results["plots"])]
+              for node in results.nodes if "hardware" in node]
+    if results.upgraded:
+        parts += ["## Read from an older schema",
+                  f"Written under schema {results.upgraded.from_schema}; read into this model without: "
+                  + ("; ".join(results.upgraded.left_out) or "nothing") + "."]
+    if results.plots:
+        parts += ["## Plots", "\n".join(f"![{p}]({p})" for p in results.plots)]
     return "\n\n".join(with_unstable_footnote(part) for part in parts) + "\n"
 
 
-def section_plots(results: dict, out: Path) -> list[Path]:
-    """Every plot the benchmarks' sections draw from this run's records, written into ``out``."""
+def draw_plots(results: Results, out: Path) -> list[Path]:
+    """Every plot of a run, written into ``out``: each benchmark section's, and the trend's."""
     written = []
     for benchmark in BENCHMARKS:
-        records = benchmark.records_of(results)
+        records = results.records(benchmark.name)
         draw = getattr(SECTIONS[benchmark.name], "plots", None)
         if records and draw is not None:
             written += draw(records, out)
-    return written
+    return written + plot_trend(results.trend, out)

@@ -12,9 +12,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from benchmarks.measurable import refusal_text
-from benchmarks.registry import figure_of
-from benchmarks.stats import UNSTABLE_FOOTNOTE, UNSTABLE_MARK, describe
+from benchmarks.measurable import Refusal
+from benchmarks.sampling import Sampled, TargetOutcome
+from benchmarks.stats import UNSTABLE_FOOTNOTE, UNSTABLE_MARK, Figure, describe
 
 BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -42,28 +42,28 @@ def with_unstable_footnote(section: str) -> str:
     return f"{section}\n\n{UNSTABLE_FOOTNOTE}" if _MARKED_CELL.search(section) else section
 
 
-def cell(record: dict, name: str) -> str:
-    """A record's figure as one cell (``describe``), or why it was refused where the record says so."""
-    if record.get(name) is None:
-        return refusal_text(record["refused"]) if record.get("refused") else "null"
-    return describe(figure_of(record, name))
+def cell(figure: Figure | None, refused: Refusal | None = None) -> str:
+    """A figure as one cell (``describe``), or why it was refused."""
+    if figure is None:
+        return str(refused) if refused else "null"
+    return describe(figure)
 
 
-def sampling_note(sampled: dict | None) -> str:
+def sampling_note(sampled: Sampled | None) -> str:
     """How a figure's rounds were taken, in one sentence (``benchmarks.sampling``'s record)."""
     if not sampled:
         return ""
-    settled = {True: ", settled", False: ", not settled", None: ""}[sampled["warmup_settled"]]
-    text = (f"{sampled['rounds']} rounds after {sampled['warmup']} warm-up{settled}; stopped: {sampled['stopped']} "
-            f"({sampled['seconds']:.3g} s")
-    text += f" of a {sampled['budget_s']:g} s budget)" if sampled["stopped"] != "fixed rounds" else ")"
-    missed = [f"{key} {t['target']} (reached {_reached(t)})" for key, t in sampled["targets"].items() if not t["met"]]
-    if sampled["targets"]:
+    settled = {True: ", settled", False: ", not settled", None: ""}[sampled.warmup_settled]
+    text = (f"{sampled.rounds} rounds after {sampled.warmup} warm-up{settled}; stopped: {sampled.stopped} "
+            f"({sampled.seconds:.3g} s")
+    text += f" of a {sampled.budget_s:g} s budget)" if sampled.stopped != "fixed rounds" else ")"
+    missed = [f"{key} {t.target} (reached {_reached(t)})" for key, t in sampled.targets.items() if not t.met]
+    if sampled.targets:
         text += "; targets met" if not missed else f"; targets missed: {', '.join(missed)}"
     return text + "."
 
 
-def _reached(target: dict) -> str:
-    if target["achieved"] is None:
+def _reached(target: TargetOutcome) -> str:
+    if target.achieved is None:
         return "no interval yet"
-    return f"±{target['achieved']:.1%}" if target["target"].endswith("%") else f"±{target['achieved']:.3g}"
+    return f"±{target.achieved:.1%}" if target.target.endswith("%") else f"±{target.achieved:.3g}"

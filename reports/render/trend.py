@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from ..comparison.trend import Point, Series, step_detection
+from ..store.model import Point, Series
 from .plots import new_figure, save
 from .table import table
 
@@ -18,26 +18,22 @@ def _cell(point: Point | None) -> str:
     return text + (f" [{point.interval[0]:.4g}, {point.interval[1]:.4g}]" if point.interval else "")
 
 
-def trend_markdown(all_series: Sequence[Series], runs: Sequence[str]) -> str:
-    if not runs:
-        return "No readable runs."
+def trend_markdown(all_series: Sequence[Series]) -> str:
+    runs = sorted({p.run for s in all_series for p in s.points})
     if not all_series:
-        return (f"{len(runs)} readable run(s), none of them marking gated metrics "
-                "(runs written before schema 2 mark none).")
-
+        return "No gated metric in the runs of this setup."
     setups = list(dict.fromkeys(s.setup for s in all_series))
     text = (f"{len(runs)} run(s), {runs[0]} to {runs[-1]}, of {len(setups)} setup(s), each its own series; each "
             "cell is the median [95% interval]. A step is the first run at which asv's step detection puts a "
-            "level change beyond the threshold."
-            + ("" if step_detection() else " asv is not installed here: no step detection (pip install asv)."))
+            "level change beyond the threshold (none is found where asv is not installed).")
     for setup in setups:
         group = [s for s in all_series if s.setup == setup]
         names = sorted({p.run for s in group for p in s.points})
         rows = []
         for s in group:
             by_run = {p.run: p for p in s.points}
-            step = s.step()
-            moved = f"{step[1]} at {step[0]} ({step[2]:+.3g}{'' if s.absolute else ' rel.'})" if step else "none"
+            moved = (f"{s.step.direction} at {s.step.run} ({s.step.change:+.3g}{'' if s.absolute else ' rel.'})"
+                     if s.step else "none")
             rows.append({"metric": s.key, "unit": s.unit, "better": s.better, "step": moved,
                          **{run: _cell(by_run.get(run)) for run in names}})
         text += f"\n\n### {setup or 'unknown setup'}\n\n" + table(rows, numparse=False)
@@ -46,7 +42,6 @@ def trend_markdown(all_series: Sequence[Series], runs: Sequence[str]) -> str:
 
 def plot_trend(all_series: Sequence[Series], out_dir) -> list[Path]:
     """One PNG per sampled metric: medians over runs with the interval band and the step, if any."""
-
     written = []
     setups = list(dict.fromkeys(s.setup for s in all_series))
     for s in all_series:
@@ -60,10 +55,9 @@ def plot_trend(all_series: Sequence[Series], out_dir) -> list[Path]:
         if banded:
             ax.fill_between([x for x, _ in banded], [i[0] for _, i in banded], [i[1] for _, i in banded],
                             alpha=0.25, label="95% interval of the median")
-        step = s.step()
-        if step:
-            at = [p.run for p in s.points].index(step[0])
-            ax.axvline(at - 0.5, color="red", linestyle="--", label=f"{step[1]} at {step[0]}")
+        if s.step:
+            at = [p.run for p in s.points].index(s.step.run)
+            ax.axvline(at - 0.5, color="red", linestyle="--", label=f"{s.step.direction} at {s.step.run}")
         ax.set_xticks(xs, [p.run for p in s.points], rotation=45, ha="right", fontsize="small")
         ax.set_ylabel(s.unit or "value")
         ax.set_title(f"{s.key} ({s.better} is better)\n{s.setup}", fontsize="medium")

@@ -10,20 +10,24 @@ from __future__ import annotations
 from benchmarks import BENCHMARKS
 from benchmarks.registry import Metric
 
+from .model import Results
 
-def collect_metrics(results: dict) -> dict[str, dict]:
-    metrics: list[Metric] = []
-    for r in results.get("conformance", []):
-        key = f"conformance/{r['suite']}/{r['impl']}"
-        metrics.append(Metric(f"{key}/failed", "tests", "lower", True, count=r["failed"] + r["errors"]))
-        metrics.append(Metric(f"{key}/passed", "tests", "higher", False, count=r["passed"]))
-    for r in results.get("strength", []):
-        metrics.append(Metric(f"strength/{r['broken']}/caught", "", "higher", True, count=int(r["caught"])))
+
+def collect_metrics(results: Results) -> dict[str, Metric]:
+    metrics: dict[str, Metric] = {}
+
+    def add(more: dict[str, Metric]) -> None:
+        for key, metric in more.items():
+            if key in metrics:
+                raise ValueError(f"metric {key!r}: got it twice, but every key should be unique")
+            metrics[key] = metric
+
+    for r in results.conformance:
+        key = f"conformance/{r.suite}/{r.impl}"
+        add({f"{key}/failed": Metric.count(r.failed + r.errors, "tests", "lower", True),
+             f"{key}/passed": Metric.count(r.passed, "tests", "higher", False)})
+    for r in results.strength:
+        add({f"strength/{r.broken}/caught": Metric.count(int(r.caught), "", "higher", True)})
     for benchmark in BENCHMARKS:
-        metrics += benchmark.metrics(benchmark.records_of(results))
-    out: dict[str, dict] = {}
-    for metric in metrics:
-        if metric.key in out:
-            raise ValueError(f"metric {metric.key!r}: got it twice, but every key should be unique")
-        out[metric.key] = metric.to_json()
-    return out
+        add(benchmark.metrics(results.records(benchmark.name)))
+    return dict(sorted(metrics.items()))

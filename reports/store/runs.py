@@ -1,11 +1,13 @@
-"""The runs directory: finding runs, reading their results.json, and skipping the ones that are broken.
+"""The runs directory: finding runs, reading each into the model, and skipping the ones that cannot be read.
 
 A run is a directory named by its UTC start time (so names sort by time)
-holding ``results.json``; ``latest`` names the newest and ``.tmp-*`` are runs
-still being written (or abandoned). A run whose results cannot be read is an
-error for a comparison (``load_results`` raises ``RunError``) and a warning
-for a trend (``readable_runs`` skips it, naming it), so nothing is lost and
-nothing stops.
+holding ``results.json``; ``latest`` names the newest, and hidden entries
+(``.tmp-*``, ``.reserved-*``) are runs still being written, or abandoned. A
+run is read into the current model (``reports.store.upgrade``, whatever
+schema wrote it); one that cannot be read is an error for a comparison
+(``load_results`` raises ``RunError`` naming the run, its schema and the
+field) and a warning for a trend (``readable_runs`` skips it, naming it), so
+nothing is lost and nothing stops.
 """
 
 from __future__ import annotations
@@ -14,22 +16,23 @@ import json
 import warnings
 from pathlib import Path
 
-from .writer import DEFAULT_ROOT, latest_run
+from datamodel import DecodeError
 
-# 1: one value per metric; 2: samples, medians, intervals and the gate; 3: the run's setup, every node's hardware
-SCHEMAS = (1, 2, 3, 4)
+from .model import Results
+from .upgrade import upgrade
+from .writer import DEFAULT_ROOT, StoreError, latest_run
 
 
 class RunError(ValueError):
-    """A run that cannot be used: missing, unreadable or of an unknown schema."""
+    """A run that cannot be used: missing, unreadable, or not readable as the model (the field is named)."""
 
 
 class SkippedRunWarning(UserWarning):
     """A run directory that was skipped because its results cannot be read."""
 
 
-def load_results(run_dir: Path) -> dict:
-    """results.json of a run, checked to be a schema this project understands."""
+def load_results(run_dir: Path) -> Results:
+    """A run's results.json read into the current model."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunError(f"got no run directory at {run_dir}, but should be a run directory holding results.json")
@@ -41,16 +44,16 @@ def load_results(run_dir: Path) -> dict:
     except (OSError, ValueError) as exc:
         raise RunError(f"got unreadable {path} ({exc}), but should be JSON") from exc
     schema = data.get("schema") if isinstance(data, dict) else None
-    if schema not in SCHEMAS:
-        raise RunError(f"got schema {schema!r} in {path}, but should be one of {SCHEMAS} (reports/schema.md)")
-    if not isinstance(data.get("metrics"), dict):
-        raise RunError(f"got metrics of type {type(data.get('metrics')).__name__} in {path}, "
-                       f"but should be an object of key -> metric")
-    return data
+    try:
+        return upgrade(data)
+    except DecodeError as exc:
+        raise RunError(f"run {run_dir.name} (schema {schema}) cannot be read: {exc}") from exc
+    except ValueError as exc:
+        raise RunError(f"run {run_dir.name}: {exc}") from exc
 
 
 def run_names(root: Path) -> list[str]:
-    """Finished runs in time order: hidden ``.tmp-*`` leftovers and the ``latest`` pointer are not runs."""
+    """Finished runs in time order: hidden leftovers and the ``latest`` pointer are not runs."""
     root = Path(root)
     if not root.is_dir():
         return []
@@ -58,13 +61,16 @@ def run_names(root: Path) -> list[str]:
 
 
 def latest(root: Path = DEFAULT_ROOT) -> Path:
-    run = latest_run(root)
+    try:
+        run = latest_run(root)
+    except StoreError as exc:
+        raise RunError(str(exc)) from exc
     if run is None:
         raise RunError(f"got no {Path(root) / 'latest'}, but should be a runs root written by `python -m reports`")
     return run
 
 
-def readable_runs(root: Path = DEFAULT_ROOT) -> list[tuple[str, dict]]:
+def readable_runs(root: Path = DEFAULT_ROOT) -> list[tuple[str, Results]]:
     """Every run that can be read, oldest first; each one that cannot is skipped with a warning naming it."""
     runs = []
     for name in run_names(root):

@@ -1,46 +1,22 @@
-"""The results.json schema: its version, and ``reports/schema.md`` generated from what the writer declares.
+"""``reports/schema.md``, generated from the results model: every type a run holds, each field with its meaning.
 
 ``python -m reports.store.schema > reports/schema.md`` regenerates it; a test
-checks the committed file against this output, and every run checks its
-benchmark records against their declared fields before writing.
+checks the committed file against this output. The order is the model's:
+``Results`` first, then each type in the order its first field names it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
+from typing import Any, Literal, Union
+
 from benchmarks import BENCHMARKS
-from benchmarks.stats import UNSTABLE_LIMITS
+from benchmarks.stats import UNSTABLE_LIMITS, Figure
+from datamodel.codec import hints, json_name
 
-SCHEMA = 4
-
-RUN_FIELDS = {
-    "schema": f"{SCHEMA}; runs of schema 1 (one value per metric, no samples) still compare and trend",
-    "run": "name (UTC start time), host, mode (plain or torchrun), world_size, backend, tensors (cuda or cpu: "
-           "where the ranks' tensors lived; gloo over cuda is a setup of its own), smoke, and setup: what a "
-           "comparison must share (backend, tensors, world_size, mode, nodes, devices, smoke, method; "
-           "reports/comparison/comparable.py)",
-    "settings": "what the benchmarks measured: rounds, warm-up, bus-bandwidth sizes, models, implementations",
-    "nodes": "every node the benchmarks ran on, by node rank, described by its first rank while they ran: "
-             "host (CPU, cores, memory, OS), devices, backend, NCCL version and every NCCL_* variable set, "
-             "hardware (torch build and, with NVIDIA GPUs, NVML's devices with compute mode, links, P2P and "
-             "topology), nvlink_delta (NVLink TX/RX KiB per GPU and link during the benchmarks, or null), "
-             "telemetry (min/median/max SM clock, power, temperature, utilization per GPU, sampled every second), "
-             "noise (hardware/noise.py: usable cores, load average before and after, CPU frequency governors and "
-             "current frequencies where exposed, other processes' and the hypervisor's share of the CPUs during "
-             "the benchmarks), benchmark_seconds",
-    "conformance": "per (suite, implementation): suite, impl, header, passed, failed, skipped, xfailed, errors, "
-                   "seconds, failures, failed_ids, crashed_ids (failed by an exception other than an assertion), "
-                   "skip_reasons, families (per family of checks, reports/conformance/families.py: passed, failed, skipped, "
-                   "xfailed, reasons of skips and xfails, first_failure), exit_code",
-    "suite_world_size": "ranks the suites' child pytest spawned (--world-size), or null when no suite ran",
-    "strength": "per broken implementation: broken, bug, suite, caught (by a check, not a crash), "
-                "expected_tests_failed, failing_tests (failed checks), crashed_tests (failed by an exception other "
-                "than an assertion), caught_by",
-    "overhead": "per (model, dp, policy): padding of the catalogue's models planned at 40M-element buckets",
-    "metrics": "the flat map a comparison reads: key -> metric (below)",
-    "compared_with": "run: the earlier run of the same setup this one was compared with (null: none); "
-                     "gated_regressions: the keys that regressed",
-    "plots": "the PNG files of the run, relative to its directory",
-}
+from .model import SCHEMA, Records, Results
 
 FIGURE_FIELDS = {
     "median": "median of the samples",
@@ -51,44 +27,82 @@ FIGURE_FIELDS = {
     "unstable": "spread beyond " + " / ".join(f"{v:g} ({k})" for k, v in UNSTABLE_LIMITS.items()),
     "n": "number of samples",
     "unit, better": "unit, and higher or lower",
-    "samples": "every sample, 6 significant digits",
-}
-
-METRIC_FIELDS = {
-    "value": "the figure's median, or the exact count",
-    "unit": "unit of the value",
-    "better": "higher or lower",
-    "gated": "true: a significant regression beyond the threshold fails the job; false: informative",
-    "exact": "true for counts (any move in the bad direction counts); false for sampled figures",
-    "figure": "present unless exact: the figure (above) the value came from",
-    "threshold": "present when the metric has its own practical threshold (absolute times and bandwidths: "
-                 "0.25; gated figures: their gate rule's, benchmarks/sampling.py), which a comparison uses "
-                 "instead of its default",
-    "sampling": "present for a gated figure sampled to a target: target (e.g. ±2%), met (whether its 95% "
-                "interval ended inside it), rounds, stopped (targets met, budget spent, max rounds, fixed rounds)",
+    "samples": "every sample, 6 significant digits (what is read back: the rest is derived from them)",
 }
 
 
-def _fields(fields: dict[str, str]) -> str:
-    return "\n".join(f"- `{name}`: {text}" for name, text in fields.items())
+def type_name(tp: Any) -> str:
+    """How a field's type reads in the schema: ``Figure | null``, ``[BusbwRecord]``, ``{str: Metric}``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        return " | ".join("null" if a is type(None) else type_name(a) for a in args)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (tuple, list):
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return "[" + ", ".join(type_name(a) for a in args) + "]"
+        return f"[{type_name(args[0]) if args else 'any'}]"
+    if origin is dict or tp is dict:
+        return f"{{str: {type_name(args[1]) if args else 'any'}}}"
+    if tp is Any:
+        return "any"
+    return getattr(tp, "__name__", str(tp))
+
+
+def nested(tp: Any) -> list[type]:
+    """The dataclasses a type names, outermost first."""
+    if dataclasses.is_dataclass(tp):
+        return [tp]
+    return [t for arg in typing.get_args(tp) for t in nested(arg)]
+
+
+def model_types(root: type = Results) -> list[type]:
+    """Every dataclass reachable from ``root``, in the order fields first name them."""
+    seen: list[type] = []
+    queue = [root]
+    while queue:
+        cls = queue.pop(0)
+        if cls in seen or cls is Figure:
+            continue
+        seen.append(cls)
+        types_of = hints(cls)
+        queue += [t for f in dataclasses.fields(cls) for t in nested(types_of[f.name])]
+    return seen
+
+
+def _heading(cls: type) -> str:
+    benchmark = next((b for b in BENCHMARKS if b.record is cls), None)
+    if benchmark is None:
+        return f"### `{cls.__name__}`"
+    where = "every rank, spawned or under torchrun" if benchmark.on_ranks else "one process"
+    return f"### `{cls.__name__}`: the `{benchmark.name}` benchmark's record\n\n{benchmark.title}. Runs on {where}."
+
+
+def _fields(cls: type) -> str:
+    types_of = hints(cls)
+    return "\n".join(f"- `{json_name(f)}` ({type_name(types_of[f.name])}): {f.metadata.get('doc', '')}".rstrip(": ")
+                     for f in dataclasses.fields(cls))
 
 
 def schema_markdown() -> str:
     parts = [
         f"# `results.json` (schema {SCHEMA})",
-        "Generated by `python -m reports.store.schema` from the declarations in `reports/` and each benchmark "
-        "module; `tests/reports/store/test_schema.py` keeps this file and a real run's output in step.",
-        "One file per report run, next to `report.md`. Everything a nightly comparison needs is under "
-        "`metrics`; the other keys hold what the tables and plots are drawn from.",
-        "## Top level", _fields(RUN_FIELDS),
-        "## A figure", "Every timed figure is stored as an object built from its samples:", _fields(FIGURE_FIELDS),
-        "## A metric", _fields(METRIC_FIELDS),
-        "## Benchmark records",
-        "Each benchmark writes a list of records under its name; fields marked *figure* hold a figure.",
+        "Generated by `python -m reports.store.schema` from the results model (`reports/store/model.py` and the "
+        "records of each benchmark module); `tests/reports/store/test_schema.py` keeps this file current. Every run "
+        "this project has written (schemas 1 to 5) is read as this model: older ones are upgraded on load "
+        "(`reports/store/upgrade.py`).",
+        "One file per run, next to `report.md`. It holds everything the report shows, so `python -m reports.render "
+        "RUN_DIR` rebuilds the report from it alone. Everything a nightly comparison reads is under `metrics`.",
+        "## `Figure`",
+        "Every timed figure is an object built from its samples (`benchmarks/stats.py`):",
+        "\n".join(f"- `{name}`: {text}" for name, text in FIGURE_FIELDS.items()),
+        "## The model",
     ]
-    for benchmark in BENCHMARKS:
-        where = "every rank, spawned or under torchrun" if benchmark.on_ranks else "one process"
-        parts += [f"### `{benchmark.name}`: {benchmark.title}", f"Runs on {where}.", _fields(benchmark.record.fields)]
+    for cls in model_types():
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        if cls is Records:
+            doc = "Each benchmark's records, a list under the benchmark's name."
+        parts += [_heading(cls)] + ([doc] if doc and not doc.startswith(cls.__name__ + "(") else []) + [_fields(cls)]
     return "\n\n".join(parts) + "\n"
 
 

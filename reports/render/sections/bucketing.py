@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from benchmarks.bucketing import BucketingRecord
+
 from ..table import cell, table
 
 
-def markdown(records: list[dict]) -> str:
-    return table([{"model": f"{r['model']['class']}: {r['model']['params'] / 1e6:.1f}M params",
-                   "naive (ms)": cell(r, "naive_ms"), "bucketed (ms)": cell(r, "bucketed_ms"),
-                   "speedup": cell(r, "speedup")} for r in records])
+def markdown(records: Sequence[BucketingRecord]) -> str:
+    return table([{"model": f"{r.model.size_class}: {r.model.params / 1e6:.1f}M params",
+                   "naive (ms)": cell(r.naive_ms), "bucketed (ms)": cell(r.bucketed_ms),
+                   "speedup": cell(r.speedup, r.refused)} for r in records])

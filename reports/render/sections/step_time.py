@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from benchmarks.step_time import StepTimeRecord
+
 from ..table import cell, sampling_note, table
 
 
-def markdown(records: list[dict]) -> str:
-    rows = [{"impl": r["impl"], "step (ms)": cell(r, "impl_ms"), "torch DDP (ms)": cell(r, "torch_ddp_ms"),
-             "ratio": cell(r, "ratio")} for r in records]
-    model = records[0]["model"] if records else {}
+def markdown(records: Sequence[StepTimeRecord]) -> str:
+    rows = [{"impl": r.impl, "step (ms)": cell(r.impl_ms), "torch DDP (ms)": cell(r.torch_ddp_ms),
+             "ratio": cell(r.ratio, r.refused)} for r in records]
+    if not records:
+        return table(rows)
+    model = records[0].model
     return table(rows) + (
-        f"\n\n{model.get('depth')} x Linear({model.get('width')}, {model.get('width')}), batch "
-        f"{model.get('batch')}, SGD. ratio = the implementation's step / plain torch DDP's, per round "
-        "(median [95% interval]); goal for the reference: <= 1.05. Sampled: "
-        + (sampling_note(records[0].get("sampling")) if records else ""))
+        f"\n\n{model.depth} x Linear({model.width}, {model.width}), batch {model.batch}, SGD. ratio = the "
+        "implementation's step / plain torch DDP's, per round (median [95% interval]); goal for the reference: "
+        "<= 1.05. Sampled: " + sampling_note(records[0].sampling))

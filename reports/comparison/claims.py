@@ -1,11 +1,11 @@
-"""The design notes' quantitative claims, each set against what this run measured, with a verdict.
+"""The design notes' quantitative claims, each set against what a run measured, with a verdict.
 
 One row per claim (rules as data: ``CLAIMS``). The verdict compares the
 claimed range with the measured figure's 95% interval of the median:
 **holds** when they overlap, **does not hold here** when the interval lies
 wholly outside, **not measurable on this backend** when the claim rests on a
 mechanism the backend lacks (said why), and **not measured** when the run did
-not measure it (said why).
+not measure it (said why). Decided when the run is written, and stored with it.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from benchmarks.measurable import refusal_text
-from benchmarks.padding import SEED_CLAIMS
-from benchmarks.registry import figure_of
+from benchmarks.busbw import BusbwRecord, gated_cells
+from benchmarks.padding import NOTES_CLAIMS
 from benchmarks.stats import Figure, describe
 
-from .table import table
+from ..store.model import ClaimVerdict, Results
 
 PADDING_NOTE = "design note: gradient buffer padding"
 OVERLAP_NOTE = "design note: gradient bucketing and overlap"
@@ -39,6 +38,11 @@ class Measured:
             return self.figure.interval or (self.figure.median, self.figure.median)
         return None if self.value is None else (self.value, self.value)
 
+    def shown(self) -> str:
+        if self.figure is not None:
+            return describe(self.figure)
+        return "" if self.value is None else f"{self.value:.4g}"
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -46,24 +50,15 @@ class Claim:
     text: str
     low: float
     high: float
-    measure: Callable[[dict], Measured]
+    measure: Callable[[Results], Measured]
     needs_backend: str | None = None
     why_backend: str = ""
 
-    def row(self, results: dict) -> dict:
+    def judge(self, results: Results) -> ClaimVerdict:
         measured = self.measure(results)
-        run = results.get("run") or {}
-        backend = run.get("backend", "")
-        if measured.figure is not None:
-            shown = describe(measured.figure)
-        elif measured.value is not None:
-            shown = f"{measured.value:.4g}"
-        else:
-            shown = ""
-        verdict = "not assessed: a smoke run's timings mean nothing" if run.get("smoke") else \
-            self.verdict(measured, backend)
-        return {"source": self.source, "claim": self.text, "measured": f"{measured.what}: {shown}".rstrip(": "),
-                "verdict": verdict}
+        verdict = ("not assessed: a smoke run's timings mean nothing" if results.run.smoke
+                   else self.verdict(measured, results.run.backend))
+        return ClaimVerdict(self.source, self.text, f"{measured.what}: {measured.shown()}".rstrip(": "), verdict)
 
     def verdict(self, measured: Measured, backend: str) -> str:
         interval = measured.interval()
@@ -76,71 +71,67 @@ class Claim:
         return "holds"
 
 
-def _record(results: dict, benchmark: str, **match) -> dict | None:
-    return next((r for r in results.get(benchmark) or [] if all(r.get(k) == v for k, v in match.items())), None)
-
-
-def _figure(record: dict | None, name: str, what: str, absent: str) -> Measured:
+def _figure(record, figure: Figure | None, what: str, absent: str) -> Measured:
     """A record's figure, or why there is none: no such record in the run (``absent``), or the figure refused."""
     if record is None:
         return Measured("", missing=absent)
-    if record[name] is None:
-        return Measured("", missing=f"refused: {refusal_text(record['refused'])}")
-    return Measured(what, figure_of(record, name))
+    if figure is None:
+        return Measured("", missing=f"refused: {record.refused}")
+    return Measured(what, figure)
 
 
-def _padding_ratio(collective: str) -> Callable[[dict], Measured]:
-    def measure(results: dict) -> Measured:
-        rows = [r for r in results.get("busbw") or [] if r["collective"] == collective
-                and r["policy"] == "high-busbw" and r["placement"] == "in-place"]
-        top = max(rows, key=lambda r: r["requested_count"]) if rows else None
-        return _figure(top, "effective_ratio_to_unpadded", top and f"{collective}, effective busbw ratio to unpadded "
-                       f"at {top['size_bytes']:,} B", "no bus-bandwidth sweep in this run")
+def _padding_ratio(collective: str) -> Callable[[Results], Measured]:
+    def measure(results: Results) -> Measured:
+        records: tuple[BusbwRecord, ...] = results.benchmarks.busbw
+        top = next((r for r in gated_cells(records) if r.collective == collective and r.policy == "high-busbw"),
+                   None)
+        return _figure(top, top and top.effective_ratio_to_unpadded,
+                       top and f"{collective}, effective busbw ratio to unpadded at {top.size_bytes:,} B",
+                       "no bus-bandwidth sweep in this run")
     return measure
 
 
-def _overlap(results: dict) -> Measured:
-    return _figure(_record(results, "overlap", mode="emulated", impl="reference"), "efficiency",
-                   "the reference's emulated-compute overlap efficiency",
+def _overlap(results: Results) -> Measured:
+    record = next((r for r in results.benchmarks.overlap if r.mode == "emulated" and r.impl == "reference"), None)
+    return _figure(record, record and record.efficiency, "the reference's emulated-compute overlap efficiency",
                    "no emulated overlap measurement of the reference in this run")
 
 
-def _bucketing(size_class: str) -> Callable[[dict], Measured]:
-    def measure(results: dict) -> Measured:
-        record = next((r for r in results.get("bucketing") or [] if r["model"]["class"] == size_class), None)
-        return _figure(record, "speedup", record and f"{record['model']['params'] / 1e6:.1f}M params, per-param "
-                       "all-reduce step over bucketed", f"no {size_class} model is benchmarked: a step of one would "
-                       "not fit the run's time on this machine")
+def _bucketing(size_class: str) -> Callable[[Results], Measured]:
+    def measure(results: Results) -> Measured:
+        record = next((r for r in results.benchmarks.bucketing if r.model.size_class == size_class), None)
+        return _figure(record, record and record.speedup,
+                       record and f"{record.model.params / 1e6:.1f}M params, per-param all-reduce step over bucketed",
+                       f"no {size_class} model is benchmarked: a step of one would not fit the run's time on this "
+                       "machine")
     return measure
 
 
-def _shard_cache(results: dict) -> Measured:
-    rows = {r["name"]: r for r in results.get("shard_cache") or []}
+def _shard_cache(results: Results) -> Measured:
+    rows = {r.name: r for r in results.benchmarks.shard_cache}
     cached, resliced = rows.get("test_cached_shard_views"), rows.get("test_resliced_shard_views")
     if cached is None or resliced is None:
         return Measured("", missing="the shard-caching benchmark did not run (smoke mode times nothing)")
-    a, b = figure_of(cached, "time_ms"), figure_of(resliced, "time_ms")
+    a, b = cached.time_ms, resliced.time_ms
     separated = (a.interval or (a.median,) * 2)[1] < (b.interval or (b.median,) * 2)[0]
     return Measured(f"64 buckets' shard views per step: cached {describe(a)} ms, re-sliced {describe(b)} ms; "
                     "intervals apart (1 = yes)", value=1.0 if separated else 0.0)
 
 
-def _typical_overhead(results: dict) -> Measured:
-    rows = [r for r in results.get("overhead") or [] if (r["model"], r["dp"]) in SEED_CLAIMS
-            and r["policy"] == "padded"]
+def _typical_overhead(results: Results) -> Measured:
+    rows = [r for r in results.overhead if (r.model, r.dp) in NOTES_CLAIMS and r.policy == "padded"]
     if not rows:
         return Measured("", missing="no padding-overhead table in this run")
-    total = sum(r["padding_bytes_bf16"] for r in rows)
     return Measured("padding of the four listed (model, dp) rows under upstream's padded policy, in bytes "
-                    "(table below)", value=float(total))
+                    "(table below)", value=float(sum(r.padding_bytes_bf16 for r in rows)))
 
 
-def _memory_overhead(results: dict) -> Measured:
-    rows = [r for r in results.get("overhead") or [] if r["policy"] == "high-busbw"]
+def _memory_overhead(results: Results) -> Measured:
+    rows = [r for r in results.overhead if r.policy == "high-busbw"]
     if not rows:
         return Measured("", missing="no padding-overhead table in this run")
     return Measured("largest padding under high-busbw over the catalogue's models and dp, % of params",
-                    value=max(r["padding_pct"] for r in rows))
+                    value=max(r.padding_pct for r in rows))
 
 
 NVLS = ("the gain comes from NCCL choosing its NVLS algorithm for 2**16-aligned buckets on NVLink "
@@ -164,8 +155,5 @@ CLAIMS = (
 )
 
 
-def claims_markdown(results: dict) -> str:
-    return table([claim.row(results) for claim in CLAIMS], numparse=False) + (
-        "\n\nThe typical-overhead table is recomputed from real shapes under "
-        "[Padding overhead: the seed's table recomputed](#padding-overhead-the-seeds-table-recomputed); "
-        "docs/errata.md explains each difference.")
+def judge_claims(results: Results) -> tuple[ClaimVerdict, ...]:
+    return tuple(claim.judge(results) for claim in CLAIMS)

@@ -1,0 +1,164 @@
+"""Every schema this project has written, read into the current model: the one place that knows old runs.
+
+- **5** (now) is read as it is, strictly.
+- **4** (calibrated sampling, refusals): the benchmark records move under
+  ``benchmarks``, and what the model derives (each sampling's
+  ``targets_met``) is dropped; its comparison (``compared_with``: the earlier
+  run and the regressed keys) is left out: the changes behind it were never
+  stored.
+- **3** (the setup recorded, every node's hardware) and **2** (samples,
+  medians, intervals, the gate): their metrics, setup, nodes, conformance
+  runs and padding table are read; their benchmark records, of an earlier
+  method and another shape, are left out (their metrics stay, which is what
+  the gate and the trend read).
+- **1** (one value per metric): the metrics have no samples, no direction of
+  gating and no exactness: they read as informative, the conformance counts
+  as exact; the setup is derived from the run record and the host.
+
+What a run of an older schema has no place for is named in
+``Results.upgraded``; the file on disk is never changed. A run whose run
+record or metrics cannot be read is refused, naming the schema, the run and
+the field: a malformed run must never pass the gate as "not comparable".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks import BENCHMARKS
+from benchmarks.padding import OverheadRow
+from benchmarks.registry import Metric
+from benchmarks.settings import BenchSettings
+from datamodel import DecodeError, from_json
+
+from ..conformance.strength import StrengthRecord
+from ..conformance.suites import SuiteRun
+from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
+
+SCHEMAS = (1, 2, 3, 4, SCHEMA)
+EARLIER_METHOD = 2
+"""The benchmark method of every run written before the method was recorded (schemas 1 and 2)."""
+
+
+def upgrade(data: Any) -> Results:
+    """``data`` (a results.json's contents) as the current model; a ``DecodeError`` naming the field that does
+    not read, or a ``ValueError`` for a schema this project never wrote."""
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema not in SCHEMAS:
+        raise ValueError(f"got schema {schema!r}, but should be one of {', '.join(map(str, SCHEMAS))} "
+                         "(reports/schema.md)")
+    if schema == SCHEMA:
+        return decode(data)
+    left_out: list[str] = []
+    nodes = _nodes(data, schema)
+    run = _run(_required(data, "run", dict), schema, nodes)
+    metrics = _required(data, "metrics", dict)
+    return Results(
+        schema=SCHEMA, run=run,
+        settings=_optional(BenchSettings, data.get("settings"), "settings", left_out),
+        nodes=tuple(nodes),
+        conformance=tuple(_each(SuiteRun, data.get("conformance"), "conformance", left_out,
+                                fill={"crashed_ids": [], "families": {}})),
+        suite_world_size=data.get("suite_world_size"),
+        strength=tuple(_each(StrengthRecord, data.get("strength"), "strength", left_out, fill={"crashed_tests": 0})),
+        benchmarks=_records(data, schema, left_out),
+        overhead=tuple(_each(OverheadRow, data.get("overhead"), "overhead", left_out)),
+        metrics={key: _metric(key, value, schema) for key, value in metrics.items()},
+        comparison=None, trend=(), claims=(), mutation=None, verdict=None,
+        plots=tuple(data.get("plots") or ()),
+        upgraded=Upgrade(schema, tuple(left_out)),
+    )
+
+
+def _required(data: dict, name: str, kind: type) -> Any:
+    value = data.get(name)
+    if not isinstance(value, kind):
+        raise DecodeError(f"$.{name}", value, f"an object ({'the run record' if name == 'run' else name})")
+    return value
+
+
+def _nodes(data: dict, schema: int) -> list[dict]:
+    """Every node; a schema-1 run recorded rank 0's hardware alone, which stands for its one node."""
+    if isinstance(data.get("nodes"), list):
+        return data["nodes"]
+    hardware = data.get("hardware")
+    if isinstance(hardware, dict):
+        devices = [d.get("name") for d in (hardware.get("torch") or {}).get("devices", [])]
+        return [{"node_rank": 0, "host": hardware.get("host") or {}, "devices": devices}]
+    return []
+
+
+def _run(run: dict, schema: int, nodes: list[dict]) -> Run:
+    def field(name: str, kind: type) -> Any:
+        value = run.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+            raise DecodeError(f"$.run.{name}", value, f"a {kind.__name__} (schema {schema} runs record it)")
+        return value
+
+    backend = field("backend", str)
+    tensors = run.get("tensors") or usual_tensors(backend)
+    recorded = run.get("setup")
+    if isinstance(recorded, dict):
+        setup = from_json(Setup, {"tensors": tensors, **recorded}, "$.run.setup")
+    else:
+        setup = setup_of(backend, tensors, field("world_size", int), field("mode", str), bool(run.get("smoke")),
+                         nodes, EARLIER_METHOD)
+    return Run(name=field("name", str), host=str(run.get("host") or "unknown"), mode=field("mode", str),
+               world_size=field("world_size", int), backend=backend, tensors=tensors, smoke=bool(run.get("smoke")),
+               setup=setup)
+
+
+def _metric(key: str, value: Any, schema: int) -> Metric:
+    path = f"$.metrics.{key}"
+    if schema == 1 and isinstance(value, dict):
+        # Nothing was gated or exact yet: every figure informative, judged by the threshold; counts exact.
+        value = {"gated": False, "exact": key.startswith("conformance/"), **value}
+    return from_json(Metric, value, path)
+
+
+def _optional(kind: type, value: Any, name: str, left_out: list[str]) -> Any:
+    if value is None:
+        return None
+    try:
+        return from_json(kind, value, f"$.{name}")
+    except DecodeError as exc:
+        left_out.append(f"{name}: another shape ({exc})")
+        return None
+
+
+def _each(kind: type, values: Any, name: str, left_out: list[str], fill: dict | None = None) -> list:
+    """Each record that reads as ``kind`` (``fill``: defaults for fields older runs lacked); the others left
+    out, counted."""
+    read, failed = [], None
+    for i, value in enumerate(values or []):
+        try:
+            read.append(from_json(kind, {**(fill or {}), **value} if isinstance(value, dict) else value,
+                                  f"$.{name}[{i}]"))
+        except DecodeError as exc:
+            failed = failed or exc
+    if failed:
+        left_out.append(f"{name}: {len(values) - len(read)} of {len(values)} records of another shape ({failed})")
+    return read
+
+
+def _records(data: dict, schema: int, left_out: list[str]) -> Records:
+    """Schema 4's records, which have the current shape but for what the model derives; older ones left out."""
+    records = {}
+    for benchmark in BENCHMARKS:
+        rows = data.get(benchmark.name)
+        if not rows:
+            continue
+        if schema < 4:
+            left_out.append(f"{benchmark.name}: {len(rows)} records of schema {schema}, measured by an earlier "
+                            "method in another shape (their metrics are read)")
+            continue
+        records[benchmark.name] = tuple(_each(benchmark.record, [_without_derived(r) for r in rows],
+                                              benchmark.name, left_out))
+    return Records(**records)
+
+
+def _without_derived(record: Any) -> Any:
+    """Schema 4 stored what ``Sampled`` now derives (targets_met)."""
+    if isinstance(record, dict) and isinstance(record.get("sampling"), dict):
+        return {**record, "sampling": {k: v for k, v in record["sampling"].items() if k != "targets_met"}}
+    return record
