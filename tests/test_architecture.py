@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("compat",),
+    ("compat", "datamodel"),
     ("reference",),
     ("hardware", "ranks"),
     ("suites",),

@@ -3,7 +3,7 @@
 import pytest
 
 from benchmarks.overlap import communication_check, ideal_efficiency
-from benchmarks.timeline import Kernel, spans_from_kernels
+from benchmarks.timeline import Kernel, LayerSpan, spans_from_kernels
 
 COMPUTE = [0.100, 0.102, 0.098, 0.101, 0.099, 0.100, 0.103, 0.097]  # seconds, +-3%
 
@@ -53,10 +53,10 @@ def test_device_kernels_become_layer_and_collective_spans():
                Kernel("spin_kernel", 3005, 4000), Kernel("ncclDevKernel_AllReduce_Sum_f32", 4010, 4700),
                Kernel("void at::native::vectorized_elementwise_kernel", 500, 600)]
     spans = spans_from_kernels(kernels, depth=3)
-    assert [s["layer"] for s in spans["layers"]] == [2, 1, 0]
-    assert spans["layers"][0] == {"layer": 2, "start_ms": 0.5, "end_ms": 1.5}
-    assert [(s["start_ms"], s["end_ms"]) for s in spans["collectives"]] == [(1.51, 2.1), (2.51, 3.0), (3.51, 4.2)]
-    assert (spans["backward_end_ms"], spans["step_end_ms"]) == (3.5, 4.2)
+    assert [s.layer for s in spans.layers] == [2, 1, 0]
+    assert spans.layers[0] == LayerSpan(layer=2, start_ms=0.5, end_ms=1.5)
+    assert [(s.start_ms, s.end_ms) for s in spans.collectives] == [(1.51, 2.1), (2.51, 3.0), (3.51, 4.2)]
+    assert (spans.backward_end_ms, spans.step_end_ms) == (3.5, 4.2)
 
 
 def test_gloo_events_are_the_collectives_of_a_step_over_cuda_tensors():
@@ -65,8 +65,8 @@ def test_gloo_events_are_the_collectives_of_a_step_over_cuda_tensors():
                Kernel("spin_kernel", 2005, 3000), Kernel("gloo:all_reduce", 3050, 3600),
                Kernel("aten::copy_", 2020, 2040)]
     spans = spans_from_kernels(kernels, depth=2)
-    assert [(s["start_ms"], s["end_ms"]) for s in spans["collectives"]] == [(1.05, 1.9), (2.05, 2.6)], spans
-    assert spans["step_end_ms"] == 2.6, spans
+    assert [(s.start_ms, s.end_ms) for s in spans.collectives] == [(1.05, 1.9), (2.05, 2.6)], spans
+    assert spans.step_end_ms == 2.6, spans
 
 
 def test_a_profile_without_one_compute_kernel_per_layer_is_refused():

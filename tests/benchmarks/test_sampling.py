@@ -7,10 +7,12 @@ decides alone), so each rule is seen acting on samples whose interval is known.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
-from benchmarks.sampling import GATE_RULES, Sampling, Target, rotating_round, sample, settled
+from benchmarks.sampling import (GATE_RULES, Sampled, Sampling, Target, TargetOutcome, rotating_round, sample,
+                                 settled)
 from benchmarks.stats import Figure
 
 
@@ -41,17 +43,16 @@ def test_sampling_stops_once_the_targets_are_met():
     kept, one_round = rounds_of(itertools.cycle([1.0, 1.001, 0.999]))
     record = sample(None, Sampling(min_rounds=10, fixed_warmup=0), one_round,
                     lambda: {"ratio": (Figure.of(kept, "x", "lower"), GATE_RULES["ratio"].target)})
-    assert record["stopped"] == "targets met" and record["rounds"] == 10 == len(kept), record
-    assert record["targets"]["ratio"]["met"] and record["targets_met"]
+    assert record.stopped == "targets met" and record.rounds == 10 == len(kept), record
+    assert record.targets["ratio"].met and record.targets_met
 
 
 def test_sampling_goes_on_while_the_interval_is_too_wide_and_stops_at_max_rounds():
     kept, one_round = rounds_of(itertools.cycle([1.0, 1.5, 0.6, 1.4]))
     record = sample(None, Sampling(min_rounds=10, max_rounds=40, fixed_warmup=0), one_round,
                     lambda: {"ratio": (Figure.of(kept, "x", "lower"), Target(0.02, "relative"))})
-    assert record["stopped"] == "max rounds" and record["rounds"] == 40, record
-    assert record["targets"]["ratio"] == {"target": "±2%", "achieved": record["targets"]["ratio"]["achieved"],
-                                          "met": False}
+    assert record.stopped == "max rounds" and record.rounds == 40, record
+    assert record.targets["ratio"] == TargetOutcome("±2%", record.targets["ratio"].achieved, False)
 
 
 def test_sampling_stops_when_its_budget_is_spent(monkeypatch):
@@ -60,14 +61,14 @@ def test_sampling_stops_when_its_budget_is_spent(monkeypatch):
     kept, one_round = rounds_of(itertools.cycle([1.0, 1.5, 0.6, 1.4]))
     record = sample(None, Sampling(budget_s=5.0, min_rounds=3, fixed_warmup=0), one_round,
                     lambda: {"ratio": (Figure.of(kept, "x", "lower"), Target(0.02, "relative"))})
-    assert record["stopped"] == "budget spent" and record["rounds"] < 10, record
+    assert record.stopped == "budget spent" and record.rounds < 10, record
 
 
 def test_a_fixed_count_is_kept_whatever_the_figures_say():
     kept, one_round = rounds_of(itertools.cycle([1.0, 1.5, 0.6]))
     record = sample(None, Sampling(fixed_rounds=4, fixed_warmup=1), one_round,
                     lambda: {"ratio": (Figure.of(kept, "x", "lower"), Target(0.02, "relative"))})
-    assert (record["rounds"], record["warmup"], record["stopped"]) == (4, 1, "fixed rounds"), record
+    assert (record.rounds, record.warmup, record.stopped) == (4, 1, "fixed rounds"), record
     assert kept == [1.5, 0.6, 1.0, 1.5], "the first round was warm-up, dropped"
 
 
@@ -76,14 +77,14 @@ def test_warm_up_drops_rounds_until_the_round_time_settles():
     # before (2, 1, 1) have the same median: settled, 9 rounds dropped.
     kept, one_round = rounds_of([5.0, 4.0, 3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, *([1.0] * 20)])
     record = sample(None, Sampling(fixed_rounds=3), one_round, dict)
-    assert record["warmup_settled"] and record["warmup"] == 9, record
+    assert record.warmup_settled and record.warmup == 9, record
     assert kept == [1.0, 1.0, 1.0]
 
 
 def test_warm_up_that_never_settles_is_capped_and_says_so():
     kept, one_round = rounds_of(1.2**i for i in itertools.count())  # 20% slower every round: never settles
     record = sample(None, Sampling(fixed_rounds=2, max_warmup=7), one_round, dict)
-    assert (record["warmup"], record["warmup_settled"]) == (7, False), record
+    assert (record.warmup, record.warmup_settled) == (7, False), record
 
 
 def test_settling_compares_two_windows_of_medians():
@@ -106,16 +107,17 @@ def test_every_gate_rule_aims_tighter_than_it_gates():
 
 
 def test_a_figure_that_missed_its_target_is_not_gated_this_run():
-    from benchmarks.registry import gated
+    from benchmarks.registry import MetricSampling, gated
 
     figure = Figure.of([1.0, 1.3, 0.7, 1.2, 0.8, 1.1, 0.9, 1.25, 0.75, 1.0], "x", "lower")
-    record = {"rounds": 10, "stopped": "budget spent",
-              "targets": {"reference": {"target": "±2%", "achieved": 0.2, "met": False}}}
-    missed = gated("step_time/reference/ratio_to_torch_ddp", "lower", figure, "ratio", record, "reference")
-    assert not missed.gated and missed.sampling == {"target": "±2%", "rounds": 10, "met": False,
-                                                    "stopped": "budget spent"}
-    met = gated("k", "lower", figure, "ratio", {**record, "targets": {"reference": {"met": True}}}, "reference")
-    fixed = gated("k", "lower", figure, "ratio", {**record, "stopped": "fixed rounds"}, "reference")
+    record = Sampled(rounds=10, warmup=0, warmup_settled=None, stopped="budget spent", seconds=1.0, budget_s=1.0,
+                     targets={"reference": TargetOutcome("±2%", 0.2, False)})
+    missed = gated(figure, "ratio", record, "reference")
+    assert not missed.gated and missed.sampling == MetricSampling(target="±2%", rounds=10, met=False,
+                                                                  stopped="budget spent")
+    met = gated(figure, "ratio", replace(record, targets={"reference": TargetOutcome("±2%", 0.01, True)}),
+                "reference")
+    fixed = gated(figure, "ratio", replace(record, stopped="fixed rounds"), "reference")
     assert met.gated and fixed.gated, "met, or a count the user fixed: gated by its rule"
     assert met.threshold == 0.03, "the rule's threshold travels with the metric"
 
@@ -126,8 +128,8 @@ def test_a_gated_figure_refused_so_far_has_not_met_its_target():
     record = sample(None, Sampling(min_rounds=10, max_rounds=30, fixed_warmup=0), one_round,
                     lambda: {"steady": (Figure.of(kept, "x", "lower"), GATE_RULES["ratio"].target),
                              "refused": (None, GATE_RULES["ratio"].target)})
-    assert record["stopped"] == "max rounds" and record["rounds"] == 30, record
-    assert record["targets"]["refused"] == {"target": "±2%", "achieved": None, "met": False}, record["targets"]
+    assert record.stopped == "max rounds" and record.rounds == 30, record
+    assert record.targets["refused"] == TargetOutcome("±2%", None, False), record.targets
     assert not Target(0.02, "relative").met(None)
 
 

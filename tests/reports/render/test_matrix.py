@@ -1,15 +1,15 @@
 """The conformance matrix: each test in one family, one cell per implementation and family, reasons cited once."""
 
-from reports.conformance.suites import SuiteResult
 from reports.conformance.families import family_of, tally
+from reports.conformance.suites import Outcomes, SuiteRun
 from reports.render.matrix import matrix_markdown
 
 
-def result(impl: str, header: str, outcomes) -> SuiteResult:
-    r = SuiteResult(suite="suites/multigpu", impl=impl, header=header)
+def result(impl: str, header: str, outcomes) -> SuiteRun:
+    read = Outcomes()
     for nodeid, outcome, note in outcomes:
-        tally(r.families, nodeid, outcome, note)
-    return r
+        tally(read.families, nodeid, outcome, note)
+    return read.run("suites/multigpu", impl, header, 0)
 
 
 def test_every_suite_test_module_has_a_family():
@@ -44,8 +44,6 @@ def test_a_suite_run_reads_the_implementation_and_its_version_from_the_pytest_he
     r = run_suite("suites/layout/test_order.py", "reference", ["--only=*test_nothing_matches_this*"], in_process=True)
     assert r.header.startswith("reference "), f"header: got {r.header!r}, but should name the implementation"
     assert "(levels: " in r.header, f"header: got {r.header!r}, but should list its levels"
-    from reports.render.matrix import impl_label
-
-    label = impl_label(r.header, r.impl)
+    label = r.label
     assert label.startswith("reference ") and "levels" not in label, (
         f"label: got {label!r}, but should be the name and version alone")
