@@ -153,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = bench_settings(args, backend)
     report = progress if rank == 0 else lambda _: None
     bench = run_rank_benchmarks(settings, world_size, args.benchmark, report, device=args.device)
+    bench["nodes"] = [node.to_json() for node in bench["nodes"]]
     if torchrun:
         leave_torchrun()
     if rank != 0:

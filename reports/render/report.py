@@ -13,6 +13,7 @@ from pathlib import Path
 from benchmarks import BENCHMARKS
 from benchmarks.padding import SEED_CLAIMS
 from benchmarks.stats import UNSTABLE_MARK
+from hardware.node import Node
 
 from ..comparison.comparable import setup_label
 from ..conformance.suites import SuiteResult
@@ -29,6 +30,7 @@ from .table import with_unstable_footnote
 
 def build_report(results: dict, comparison: str, trend_text: str) -> str:
     run = results["run"]
+    nodes = [Node.from_json(node) for node in results["nodes"]]
     seed_rows = [r for r in results["overhead"] if (r["model"], r["dp"]) in SEED_CLAIMS]
     parts = [
         "# Bucketed gradient synchronization: conformance and benchmark report",
@@ -60,12 +62,12 @@ def build_report(results: dict, comparison: str, trend_text: str) -> str:
         "derivation (docs/errata.md).",
         render_markdown(seed_rows),
         "## Padding overhead: all models, dp and policies", render_markdown(results["overhead"]),
-        "## Hardware", nodes_markdown(results["nodes"]),
-        "### What made the nodes noisy while the benchmarks ran", noise_markdown(results["nodes"]),
+        "## Hardware", nodes_markdown(nodes),
+        "### What made the nodes noisy while the benchmarks ran", noise_markdown(nodes),
     ]
-    parts += [f"### Node {node['node_rank']}: {node['host']['hostname']}\n\n"
-              + hardware_markdown(node["hardware"], node.get("nvlink_delta"), node.get("telemetry"))
-              for node in results["nodes"]]
+    parts += [f"### Node {node.node_rank}: {node.host.hostname}\n\n"
+              + hardware_markdown(node.hardware, node.nvlink_delta, node.telemetry)
+              for node in nodes]
     if results.get("plots"):
         parts += ["## Plots", "\n".join(f"![{p}]({p})" for p in results["plots"])]
     return "\n\n".join(with_unstable_footnote(part) for part in parts) + "\n"

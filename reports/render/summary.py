@@ -19,7 +19,7 @@ import re
 from benchmarks import BENCHMARKS
 from benchmarks.measurable import refusal_text
 from benchmarks.stats import UNSTABLE_MARK, Figure, describe
-from hardware.noise import suspects
+from hardware.noise import Noise, SleepOvershoot, suspects
 
 from .matrix import impl_label
 from .table import table
@@ -108,8 +108,9 @@ def noise_suspects(results: dict) -> list[str]:
                      None)
     found = []
     for node in results.get("nodes") or []:
-        found += [f"node {node['node_rank']}: {line}" for line in suspects(node.get("noise"))]
-    return found + suspects(None, overshoot)
+        noise = Noise.from_json(node["noise"]) if node.get("noise") else None
+        found += [f"node {node['node_rank']}: {line}" for line in suspects(noise)]
+    return found + suspects(None, SleepOvershoot.from_json(overshoot) if overshoot else None)
 
 
 def unstable_keys(metrics: dict) -> list[str]:
