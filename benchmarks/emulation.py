@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 import torch
 
 from compat.private_torch import cuda_spin
-from datamodel import doc
+from hardware.noise import SleepOvershoot
 
 _CYCLES_PER_SECOND: dict[int, float] = {}
 CALIBRATION_CYCLES = 50_000_000
@@ -64,16 +63,6 @@ def watch_sleeps() -> Iterator[list[float]]:
         yield slept
     finally:
         _watchers.pop()
-
-
-@dataclass(frozen=True)
-class SleepOvershoot:
-    """How late the emulated compute's sleeps woke: time slept over time asked."""
-
-    n: int = doc("sleeps")
-    median: float = doc("median of slept over asked")
-    p90: float = doc("90th percentile")
-    max: float = doc("the largest")
 
 
 def sleep_overshoot(ratios: list[float]) -> SleepOvershoot | None:

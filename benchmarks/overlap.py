@@ -58,7 +58,9 @@ from datamodel import doc
 from ranks.recording import recording
 from reference.config import DDPConfig
 
-from .emulation import SleepOvershoot, layer_stack, sleep_overshoot, watch_sleeps
+from hardware.noise import SleepOvershoot
+
+from .emulation import layer_stack, sleep_overshoot, watch_sleeps
 from .measurable import NOT_MEASURABLE, Refusal, below_zero, costs_more, lone_rank, noise_bound, outside, shown
 from .registry import Benchmark, Metric, absolute, gated, informative
 from .sampling import GATE_RULES, Sampled, sample

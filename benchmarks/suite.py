@@ -48,7 +48,8 @@ def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
 
 def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequence[str] | None = None,
                         progress: Progress = print, device: str = "auto") -> dict:
-    """``{benchmark name: records}`` of the multi-rank benchmarks, plus ``nodes``: every node, by node rank.
+    """``{benchmark name: records}`` of the multi-rank benchmarks, plus ``nodes``: every node, a
+    ``hardware.node.Node``, by node rank.
 
     The ranks start even when no multi-rank benchmark is selected: every node
     is still described, and the run's setup names its devices.
@@ -57,7 +58,7 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
     results: dict = {}
     progress(f"benchmarks on {world_size} ranks: {', '.join(on_ranks) or 'none; describing the nodes'}")
     per_rank = run_on_ranks(_on_every_rank, world_size, settings, on_ranks, device=device)
-    results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n["node_rank"])
+    results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n.node_rank)
     for benchmark in (b for b in BENCHMARKS if b.name in on_ranks):
         records = per_rank[0][benchmark.name]
         benchmark.check(records)

@@ -4,8 +4,58 @@ from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from datamodel import JsonModel, doc
+
+
+@dataclass(frozen=True, kw_only=True)
+class Host(JsonModel):
+    """The machine a node's ranks ran on: what every figure in the report depends on."""
+
+    cpu_model: str = doc("the CPU's marketing name (/proc/cpuinfo's model name)")
+    logical_cores: int | None = doc("logical cores the host has (os.cpu_count())")
+    usable_cores: int | None = doc("cores this process may run on (a container or taskset may allow "
+                                          "fewer); null where the OS does not say, and in runs before it was "
+                                          "recorded", default=None)
+    memory_bytes: int | None = doc("physical memory in bytes (MemTotal); null where neither /proc nor "
+                                          "sysconf says")
+    os: str = doc("the operating system (platform.platform())")
+    hostname: str = doc("the host's network name")
+    machine: str = doc("the CPU architecture (x86_64, aarch64)")
+    python: str = doc("the Python version")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchDevice(JsonModel):
+    """A CUDA device as torch sees it, or the error that kept this process from it."""
+
+    index: int = doc("torch's device index")
+    name: str = doc("the device's name; 'unusable' where torch could not open it")
+    uuid: str | None = doc("the device's UUID, which maps it to its NVML device; null when unknown")
+    total_memory_bytes: int | None = doc("the device's memory in bytes", omit_none=True)
+    capability: str | None = doc("CUDA compute capability, major.minor", omit_none=True)
+    error: str | None = doc("why torch could not use the device (another process holds it in an "
+                                   "exclusive compute mode, ...): the error's first line", omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchBuild(JsonModel):
+    """torch's build and what it can use here: CUDA, gloo, NCCL, and the CUDA devices it sees."""
+
+    torch: str = doc("torch's version")
+    cuda_build: str | None = doc("the CUDA version torch was built with; null for a CPU build")
+    cuda_available: bool = doc("whether CUDA works here")
+    cuda_device_count: int = doc("CUDA devices torch sees (0 without CUDA)")
+    cuda_visible_devices: str | None = doc("CUDA_VISIBLE_DEVICES as set, or null")
+    distributed_available: bool = doc("whether torch.distributed is built in")
+    gloo_available: bool = doc("whether the gloo backend is")
+    nccl_available: bool = doc("whether the NCCL backend is")
+    nccl_version: str | None = doc("NCCL's version as torch was built with it (asked only where CUDA "
+                                          "works), 'unknown (<error>)' where torch could not say, else null")
+    devices: tuple[TorchDevice, ...] = doc("every CUDA device torch sees (none without CUDA)")
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -43,18 +93,11 @@ def usable_cores() -> int | None:
         return None
 
 
-def collect_host() -> dict:
+def collect_host() -> Host:
     """CPU, memory, OS and Python: what every figure in the report depends on."""
-    return {
-        "cpu_model": cpu_model(),
-        "logical_cores": os.cpu_count(),
-        "usable_cores": usable_cores(),
-        "memory_bytes": total_memory_bytes(),
-        "os": platform.platform(),
-        "hostname": platform.node(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-    }
+    return Host(cpu_model=cpu_model(), logical_cores=os.cpu_count(), usable_cores=usable_cores(),
+                memory_bytes=total_memory_bytes(), os=platform.platform(), hostname=platform.node(),
+                machine=platform.machine(), python=platform.python_version())
 
 
 def nccl_version_string(version: Any) -> str:
@@ -77,7 +120,7 @@ def nccl_version(torch: Any) -> str | None:
         return f"unknown ({type(exc).__name__}: {exc})"
 
 
-def torch_devices(torch: Any) -> list[dict]:
+def torch_devices(torch: Any) -> tuple[TorchDevice, ...]:
     """Each torch CUDA device with its UUID, so torch index -> NVML device can be mapped.
 
     A device this process may not use (another process holds it in an exclusive compute mode) is
@@ -88,35 +131,32 @@ def torch_devices(torch: Any) -> list[dict]:
         try:
             props = torch.cuda.get_device_properties(index)
         except RuntimeError as exc:
-            devices.append({"index": index, "name": "unusable", "uuid": None, "error": str(exc).splitlines()[0]})
+            devices.append(TorchDevice(index=index, name="unusable", uuid=None,
+                                       error=str(exc).splitlines()[0]))
             continue
         uuid = getattr(props, "uuid", None)
-        devices.append({
-            "index": index,
-            "name": props.name,
-            "uuid": str(uuid) if uuid is not None else None,
-            "total_memory_bytes": props.total_memory,
-            "capability": f"{props.major}.{props.minor}",
-        })
-    return devices
+        devices.append(TorchDevice(index=index, name=props.name, uuid=str(uuid) if uuid is not None else None,
+                                   total_memory_bytes=props.total_memory,
+                                   capability=f"{props.major}.{props.minor}"))
+    return tuple(devices)
 
 
-def collect_torch() -> dict:
+def collect_torch() -> TorchBuild:
     """torch's build and what it can use here: CUDA, gloo, NCCL."""
     import torch
     import torch.distributed
 
     distributed = torch.distributed.is_available()
     cuda = torch.cuda.is_available()
-    return {
-        "torch": str(torch.__version__),
-        "cuda_build": torch.version.cuda,
-        "cuda_available": cuda,
-        "cuda_device_count": torch.cuda.device_count() if cuda else 0,
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "distributed_available": distributed,
-        "gloo_available": distributed and torch.distributed.is_gloo_available(),
-        "nccl_available": distributed and torch.distributed.is_nccl_available(),
-        "nccl_version": nccl_version(torch) if distributed else None,
-        "devices": torch_devices(torch) if cuda else [],
-    }
+    return TorchBuild(
+        torch=str(torch.__version__),
+        cuda_build=torch.version.cuda,
+        cuda_available=cuda,
+        cuda_device_count=torch.cuda.device_count() if cuda else 0,
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        distributed_available=distributed,
+        gloo_available=distributed and torch.distributed.is_gloo_available(),
+        nccl_available=distributed and torch.distributed.is_nccl_available(),
+        nccl_version=nccl_version(torch) if distributed else None,
+        devices=torch_devices(torch) if cuda else (),
+    )

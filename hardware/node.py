@@ -14,80 +14,42 @@ hand in a fake.
 from __future__ import annotations
 
 import os
-import statistics
-import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from .noise import NoiseProbe
-from .nvml import is_unsupported, load_nvml, query, start_nvml, stop_nvml
-from .probe import collect_hardware
-from .nvlink_traffic import nvlink_throughput_delta, nvlink_throughput_sample
-
-TELEMETRY_INTERVAL_S = 1.0
-
-
-def device_reading(nvml: Any, index: int) -> dict:
-    """One sample of one GPU: SM clock (MHz), power (W), temperature (C), utilization (%)."""
-    handle = query(nvml, "nvmlDeviceGetHandleByIndex", index, convert=lambda h: h)
-    if is_unsupported(handle):
-        return {}
-    reading = {
-        "sm_clock_mhz": query(nvml, "nvmlDeviceGetClockInfo", handle, nvml.NVML_CLOCK_SM),
-        "power_w": query(nvml, "nvmlDeviceGetPowerUsage", handle, convert=lambda mw: mw / 1000.0),
-        "temperature_c": query(nvml, "nvmlDeviceGetTemperature", handle, nvml.NVML_TEMPERATURE_GPU),
-        "utilization_pct": query(nvml, "nvmlDeviceGetUtilizationRates", handle, convert=lambda u: u.gpu),
-    }
-    return {k: v for k, v in reading.items() if isinstance(v, (int, float))}
+from .host import Host
+from datamodel import JsonModel, doc
+from .noise import Noise, NoiseProbe
+from .nvlink_traffic import NvlinkDelta, nvlink_throughput_delta, nvlink_throughput_sample
+from .probe import Hardware, collect_hardware
+from .telemetry import NoTelemetry, Telemetry, TelemetrySampler
 
 
-class Telemetry:
-    """Samples every GPU every ``interval`` seconds on a thread, from ``start()`` to ``stop()``."""
+@dataclass(frozen=True, kw_only=True)
+class Node(JsonModel):
+    """One node the benchmarks ran on, described by its first rank while they ran."""
 
-    def __init__(self, nvml: Any = None, interval: float = TELEMETRY_INTERVAL_S) -> None:
-        self.nvml, self.reason = load_nvml(nvml)
-        self.interval = interval
-        self.readings: list[list[dict]] = []  # per sample, per device
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> "Telemetry":
-        if self.nvml is not None:
-            self.reason = start_nvml(self.nvml)
-        if self.nvml is not None and self.reason is None:
-            self._thread = threading.Thread(target=self._run, name="ddpc-telemetry", daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        count = query(self.nvml, "nvmlDeviceGetCount", convert=int)
-        devices = 0 if is_unsupported(count) else count
-        while True:
-            self.readings.append([device_reading(self.nvml, i) for i in range(devices)])
-            if self._stop.wait(self.interval):
-                return
-
-    def stop(self) -> dict:
-        """Per device and field: samples, min, median, max; or why nothing was sampled."""
-        if self._thread is None:
-            return {"available": False, "reason": self.reason or "no NVML"}
-        self._stop.set()
-        self._thread.join()
-        stop_nvml(self.nvml)
-        return {"available": True, "interval_s": self.interval, "devices": summarize(self.readings)}
-
-
-def summarize(readings: list[list[dict]]) -> list[dict]:
-    devices = max((len(r) for r in readings), default=0)
-    out = []
-    for index in range(devices):
-        fields: dict[str, list[float]] = {}
-        for sample in readings:
-            for name, value in (sample[index] if index < len(sample) else {}).items():
-                fields.setdefault(name, []).append(float(value))
-        out.append({"index": index, **{name: {"n": len(v), "min": min(v), "median": statistics.median(v),
-                                              "max": max(v)} for name, v in fields.items()}})
-    return out
+    node_rank: int = doc("the node's rank (torchrun's GROUP_RANK; 0 in plain mode)")
+    first_rank: int = doc("the global rank that described the node")
+    local_ranks: int = doc("ranks on the node (LOCAL_WORLD_SIZE)")
+    host: Host = doc("the host: CPU, cores, memory, OS")
+    devices: tuple[str, ...] = doc("the names of the CUDA devices torch sees (none on a CPU node)")
+    nccl_version: str | None = doc("NCCL's version as torch was built with it, or null")
+    nccl_env: dict[str, str] = doc("every NCCL_* variable set, by name")
+    backend: str = doc("the ranks' process-group backend: gloo or nccl")
+    hardware: Hardware = doc("the torch build and, with NVIDIA GPUs, NVML's devices with compute "
+                                    "mode, links, P2P and topology")
+    nvlink_delta: NvlinkDelta | None = doc("NVLink TX/RX KiB per GPU and link during the benchmarks, "
+                                                  "or null without NVML")
+    telemetry: Telemetry | NoTelemetry | None = doc(
+        "min / median / max SM clock, power, temperature and utilization per GPU, sampled every second while "
+        "the benchmarks ran, or why not; absent in runs before it was recorded", omit_none=True)
+    noise: Noise | None = doc(
+        "what made the node noisy (hardware/noise.py): usable cores, load average before and after, CPU "
+        "frequency governors and current frequencies where exposed, other processes' and the hypervisor's "
+        "share of the CPUs during the benchmarks; absent in runs before it was recorded", omit_none=True)
+    benchmark_seconds: float = doc("seconds from the probe's start to its finish: the benchmarks")
 
 
 class NodeProbe:
@@ -96,31 +58,31 @@ class NodeProbe:
     def __init__(self, ctx, nvml: Any = None) -> None:
         self.ctx, self.nvml = ctx, nvml
         self.nvlink_before = nvlink_throughput_sample(nvml)
-        self.telemetry = Telemetry(nvml).start()
+        self.telemetry = TelemetrySampler(nvml).start()
         self.noise = NoiseProbe().start()
         self.started = time.monotonic()
 
-    def finish(self) -> dict:
+    def finish(self) -> Node:
         noise = self.noise.stop()
         telemetry = self.telemetry.stop()
         after = nvlink_throughput_sample(self.nvml)
         hardware = collect_hardware(self.nvml)
-        return {
-            "node_rank": int(os.environ.get("GROUP_RANK", 0)),
-            "first_rank": self.ctx.rank,
-            "local_ranks": int(os.environ.get("LOCAL_WORLD_SIZE", self.ctx.world_size)),
-            "host": hardware["host"],
-            "devices": [d["name"] for d in hardware["torch"]["devices"]],
-            "nccl_version": hardware["torch"]["nccl_version"],
-            "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
-            "backend": self.ctx.backend,
-            "hardware": hardware,
-            "nvlink_delta": nvlink_throughput_delta(self.nvlink_before, after)
+        return Node(
+            node_rank=int(os.environ.get("GROUP_RANK", 0)),
+            first_rank=self.ctx.rank,
+            local_ranks=int(os.environ.get("LOCAL_WORLD_SIZE", self.ctx.world_size)),
+            host=hardware.host,
+            devices=tuple(d.name for d in hardware.torch.devices),
+            nccl_version=hardware.torch.nccl_version,
+            nccl_env={k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+            backend=self.ctx.backend,
+            hardware=hardware,
+            nvlink_delta=nvlink_throughput_delta(self.nvlink_before, after)
             if self.nvlink_before and after else None,
-            "telemetry": telemetry,
-            "noise": noise,
-            "benchmark_seconds": time.monotonic() - self.started,
-        }
+            telemetry=telemetry,
+            noise=noise,
+            benchmark_seconds=time.monotonic() - self.started,
+        )
 
 
 def first_rank_of_node(ctx) -> bool:

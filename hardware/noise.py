@@ -8,8 +8,9 @@
   the probing rank's parent: the launcher and every rank under it), and the
   time the hypervisor stole.
 
-The emulated compute measures its own sleeps' overshoot (time slept over
-time asked: ``benchmarks.emulation``). ``suspects`` holds a reading against
+A node records a ``Noise``. The emulated compute measures its own sleeps'
+overshoot (time slept over time asked: ``benchmarks.emulation``), read here
+as a ``SleepOvershoot``. ``suspects`` holds a reading against
 ``LIMITS`` (rules as data) and says, in words, what looked wrong; the report
 names them when gated figures miss their targets.
 """
@@ -19,22 +20,76 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .host import usable_cores
+from datamodel import JsonModel, doc
 
-LIMITS = {
-    "load_per_core": 0.5,
-    "other_processes_share": 0.10,
-    "steal_share": 0.05,
-    "frequency_spread": 0.20,
-    "sleep_overshoot_median": 1.10,
-    "sleep_overshoot_p90": 1.50,
-}
-"""Past these, a reading is named as a likely cause of noise: load average per usable core before the run;
-share of all CPUs other processes used, and the share the hypervisor stole, during it; spread of the cores'
-current frequencies ((max - min) / max); the emulated compute's sleeps, time slept over time asked."""
+
+class Limits(NamedTuple):
+    """Past these, a reading is named as a likely cause of noise."""
+
+    load_per_core: float  # load average per usable core before the run
+    other_processes_share: float  # share of all CPUs other processes used during it
+    steal_share: float  # share the hypervisor stole
+    frequency_spread: float  # spread of the cores' current frequencies: (max - min) / max
+    sleep_overshoot_median: float  # the emulated compute's sleeps, time slept over time asked
+    sleep_overshoot_p90: float
+
+
+LIMITS = Limits(load_per_core=0.5, other_processes_share=0.10, steal_share=0.05, frequency_spread=0.20,
+                sleep_overshoot_median=1.10, sleep_overshoot_p90=1.50)
 STEADY_GOVERNORS = ("performance",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spread(JsonModel):
+    """Lowest, median and highest of several cores' readings."""
+
+    min: float = doc("lowest")
+    median: float = doc("median")
+    max: float = doc("highest")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Noise(JsonModel):
+    """What made a node noisy while the benchmarks ran; a reading the host does not give is null (the CPU
+    shares: absent)."""
+
+    cores: int | None = doc("usable cores (all cores where the OS does not say)", default=None)
+    seconds: float | None = doc("seconds between the two readings", default=None)
+    load_before: tuple[float, ...] | None = doc("load average (1, 5, 15 min) before the benchmarks",
+                                                       default=None)
+    load_after: tuple[float, ...] | None = doc("load average (1, 5, 15 min) after them", default=None)
+    governors: dict[str, int] | None = doc("CPU frequency governor -> cores running it, where cpufreq "
+                                                  "says", default=None)
+    frequency_mhz: Spread | None = doc("the cores' current frequencies in MHz, where cpufreq says",
+                                              default=None)
+    other_processes_share: float | None = doc(
+        "share of all CPUs other processes used during the benchmarks: busy time less this job's own (the "
+        "probing rank's parent and every process under it)", omit_none=True)
+    own_share: float | None = doc("share of all CPUs this job used", omit_none=True)
+    steal_share: float | None = doc("share of all CPUs the hypervisor stole", omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SleepOvershoot(JsonModel):
+    """How late the emulated compute's sleeps woke: time slept over time asked (``benchmarks.emulation``)."""
+
+    n: int = doc("sleeps")
+    median: float = doc("median of slept over asked")
+    p90: float = doc("90th percentile")
+    max: float = doc("highest")
+
+
+class CpuTimes(NamedTuple):
+    """All CPUs' jiffies from ``/proc/stat``."""
+
+    total: int
+    busy: int
+    steal: int
 
 
 class NoiseProbe:
@@ -51,58 +106,58 @@ class NoiseProbe:
         self.started = time.monotonic()
         return self
 
-    def stop(self) -> dict:
+    def stop(self) -> Noise:
         cpu_after, own_after = _cpu_times(self.proc), _tree_ticks(self.proc, self.root_pid)
-        reading = {"cores": usable_cores() or os.cpu_count() or 1, "seconds": round(time.monotonic() - self.started, 3),
-                   "load_before": self.load_before, "load_after": _loadavg(),
-                   **_frequencies(self.sys)}
+        governors, frequency = _frequencies(self.sys)
+        shares = {}
         if self.cpu_before and cpu_after:
-            total = cpu_after["total"] - self.cpu_before["total"]
-            busy = cpu_after["busy"] - self.cpu_before["busy"]
-            steal = cpu_after["steal"] - self.cpu_before["steal"]
+            total = cpu_after.total - self.cpu_before.total
+            busy = cpu_after.busy - self.cpu_before.busy
+            steal = cpu_after.steal - self.cpu_before.steal
             own = own_after - self.own_before
             if total > 0:
-                reading["other_processes_share"] = round(max(0.0, busy - own) / total, 4)
-                reading["own_share"] = round(own / total, 4)
-                reading["steal_share"] = round(steal / total, 4)
-        return reading
+                shares = {"other_processes_share": round(max(0.0, busy - own) / total, 4),
+                          "own_share": round(own / total, 4), "steal_share": round(steal / total, 4)}
+        return Noise(cores=usable_cores() or os.cpu_count() or 1,
+                     seconds=round(time.monotonic() - self.started, 3), load_before=self.load_before,
+                     load_after=_loadavg(), governors=governors, frequency_mhz=frequency, **shares)
 
 
-def suspects(noise: dict | None, overshoot: dict | None = None) -> list[str]:
+def suspects(noise: Noise | None, overshoot: SleepOvershoot | None = None) -> list[str]:
     """What in a node's reading (and the emulated compute's sleeps) looked wrong, one line each."""
     found = []
-    noise = noise or {}
-    cores = noise.get("cores") or 1
-    load = noise.get("load_before")
-    if load and load[0] / cores > LIMITS["load_per_core"]:
+    noise = noise or Noise()
+    cores = noise.cores or 1
+    load = noise.load_before
+    if load and load[0] / cores > LIMITS.load_per_core:
         found.append(f"the load average before the run was {load[0]:.2f} on {cores} cores")
-    for key, what in (("other_processes_share", "other processes used"), ("steal_share", "the hypervisor stole")):
-        share = noise.get(key)
-        if share is not None and share > LIMITS[key]:
+    for share, limit, what in ((noise.other_processes_share, LIMITS.other_processes_share,
+                                "other processes used"),
+                               (noise.steal_share, LIMITS.steal_share, "the hypervisor stole")):
+        if share is not None and share > limit:
             found.append(f"{what} {share:.0%} of the CPUs during the run")
-    governors = noise.get("governors") or {}
-    unsteady = sorted(g for g in governors if g not in STEADY_GOVERNORS)
+    unsteady = sorted(g for g in noise.governors or {} if g not in STEADY_GOVERNORS)
     if unsteady:
         found.append(f"CPU frequency governor {', '.join(unsteady)} (not performance): frequencies move with load")
-    frequency = noise.get("frequency_mhz")
-    if frequency and frequency["max"] and (frequency["max"] - frequency["min"]) / frequency["max"] > \
-            LIMITS["frequency_spread"]:
-        found.append(f"the cores ran at {frequency['min']:.0f}-{frequency['max']:.0f} MHz")
-    if overshoot and (overshoot["median"] > LIMITS["sleep_overshoot_median"]
-                      or overshoot["p90"] > LIMITS["sleep_overshoot_p90"]):
-        found.append(f"the emulated compute's sleeps woke late: median {overshoot['median']:.2f}x, "
-                     f"90th percentile {overshoot['p90']:.2f}x the time asked")
+    frequency = noise.frequency_mhz
+    if frequency and frequency.max and \
+            (frequency.max - frequency.min) / frequency.max > LIMITS.frequency_spread:
+        found.append(f"the cores ran at {frequency.min:.0f}-{frequency.max:.0f} MHz")
+    if overshoot and (overshoot.median > LIMITS.sleep_overshoot_median
+                      or overshoot.p90 > LIMITS.sleep_overshoot_p90):
+        found.append(f"the emulated compute's sleeps woke late: median {overshoot.median:.2f}x, "
+                     f"90th percentile {overshoot.p90:.2f}x the time asked")
     return found
 
 
-def _loadavg() -> list[float] | None:
+def _loadavg() -> tuple[float, ...] | None:
     try:
-        return [round(v, 2) for v in os.getloadavg()]
+        return tuple(round(v, 2) for v in os.getloadavg())
     except OSError:
         return None
 
 
-def _cpu_times(proc: Path) -> dict | None:
+def _cpu_times(proc: Path) -> CpuTimes | None:
     """All CPUs' jiffies from ``/proc/stat``: total, busy (not idle or iowait) and stolen."""
     try:
         fields = [int(v) for v in (proc / "stat").read_text().splitlines()[0].split()[1:]]
@@ -111,7 +166,7 @@ def _cpu_times(proc: Path) -> dict | None:
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
     steal = fields[7] if len(fields) > 7 else 0
     total = sum(fields[:8])
-    return {"total": total, "busy": total - idle - steal, "steal": steal}
+    return CpuTimes(total=total, busy=total - idle - steal, steal=steal)
 
 
 def _tree_ticks(proc: Path, root: int) -> int:
@@ -137,7 +192,7 @@ def _tree_ticks(proc: Path, root: int) -> int:
     return total
 
 
-def _frequencies(sys: Path) -> dict:
+def _frequencies(sys: Path) -> tuple[dict[str, int] | None, Spread | None]:
     """Governors (count of cores each) and current frequencies in MHz, where cpufreq exposes them."""
     governors: dict[str, int] = {}
     current = []
@@ -150,6 +205,5 @@ def _frequencies(sys: Path) -> dict:
         except (OSError, ValueError):
             continue
     if not current:
-        return {"governors": governors or None, "frequency_mhz": None}
-    return {"governors": governors, "frequency_mhz": {"min": min(current), "median": statistics.median(current),
-                                                       "max": max(current)}}
+        return governors or None, None
+    return governors, Spread(min=min(current), median=statistics.median(current), max=max(current))

@@ -1,14 +1,18 @@
 """NVML, queried one field at a time and tolerant of whatever the driver, the GPU or our permissions refuse.
 
-A field NVML will not give is recorded as ``{"unsupported": "<error name>"}``
-and the rest is still collected; without an NVIDIA driver, starting NVML says
-why in plain words. The NVML module is a parameter everywhere (``nvml=None``
-imports ``pynvml``, from nvidia-ml-py), so tests can hand in a fake.
+A field NVML will not give is recorded as ``Unsupported`` (in JSON
+``{"unsupported": "<error name>"}``) and the rest is still collected; without
+an NVIDIA driver, starting NVML says why in plain words. The NVML module is a
+parameter everywhere (``nvml=None`` imports ``pynvml``, from nvidia-ml-py), so
+tests can hand in a fake.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
+
+from datamodel import JsonModel, doc
 
 # nvmlValueType_t -> the member of nvmlValue_t holding the number.
 FIELD_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
@@ -25,13 +29,16 @@ INIT_FAILURES = {
 }
 
 
-def unsupported(name: str) -> dict:
-    """The record of a field NVML would not give: the error's name stands in for the value."""
-    return {"unsupported": name}
+@dataclass(frozen=True)
+class Unsupported(JsonModel):
+    """A field NVML would not give: the error's name stands in for the value."""
+
+    error: str = doc("why NVML gave no value: its error's name (NotSupported, NoPermission, "
+                            "FunctionNotFound, ...)", json="unsupported")
 
 
 def is_unsupported(value: Any) -> bool:
-    return isinstance(value, dict) and set(value) == {"unsupported"}
+    return isinstance(value, Unsupported)
 
 
 def error_class_name(name: str) -> str:
@@ -64,11 +71,11 @@ def query(nvml: Any, function: str, *args: Any, convert: Callable[[Any], Any] = 
     """One NVML call; any NVMLError (or a function this pynvml lacks) becomes an unsupported record."""
     fn = getattr(nvml, function, None)
     if fn is None:
-        return unsupported(f"FunctionNotFound (pynvml has no {function})")
+        return Unsupported(f"FunctionNotFound (pynvml has no {function})")
     try:
         return convert(fn(*args))
     except nvml.NVMLError as exc:
-        return unsupported(nvml_error_name(exc))
+        return Unsupported(nvml_error_name(exc))
 
 
 def field(record: Any, convert: Callable[[Any], Any]) -> Any:

@@ -5,24 +5,37 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .devices import collect_nvml, map_torch_devices
-from .host import collect_host, collect_torch
+from .devices import NoNvml, Nvml, collect_nvml, map_torch_devices
+from .host import Host, TorchBuild, collect_host, collect_torch
+from datamodel import JsonModel, doc
 
 
-def collect_hardware(nvml: Any = None) -> dict:
-    """Everything the report needs about the machine, JSON-serialisable."""
+@dataclass(frozen=True, kw_only=True)
+class Hardware(JsonModel):
+    """The machine as the report shows it: host, torch build and, with NVIDIA GPUs, what NVML sees."""
+
+    host: Host = doc("the host: CPU, cores, memory, OS, Python")
+    torch: TorchBuild = doc("torch's build: CUDA, gloo, NCCL and the CUDA devices it sees")
+    nvml: Nvml | NoNvml = doc("NVML's devices with compute mode, links, P2P and topology, or why "
+                                     "NVML is unavailable")
+
+
+def collect_hardware(nvml: Any = None) -> Hardware:
+    """Everything the report needs about the machine."""
     torch_info = collect_torch()
-    nvml_info = collect_nvml(nvml)
-    map_torch_devices(torch_info, nvml_info)
-    return {"host": collect_host(), "torch": torch_info, "nvml": nvml_info}
+    nvml_info = map_torch_devices(torch_info, collect_nvml(nvml))
+    return Hardware(host=collect_host(), torch=torch_info, nvml=nvml_info)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hardware", description=__doc__.splitlines()[0])
     parser.parse_args(argv)
-    print(json.dumps(collect_hardware(), indent=2))
+    written = collect_hardware().to_json()
+    Hardware.from_json(written)  # what a driver gave that the records cannot read back fails here, by its path
+    print(json.dumps(written, indent=2))
     return 0
 
 

@@ -225,7 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     tensors = tensors_on(backend, args.device)
     mode = "torchrun" if torchrun else "plain"
     run = Run(name=name, host=platform.node() or "unknown", mode=mode, world_size=world_size, backend=backend,
-              tensors=tensors, smoke=args.smoke, setup=setup_of(backend, tensors, world_size, mode, args.smoke, nodes),
+              tensors=tensors, smoke=args.smoke,
+              setup=setup_of(backend, tensors, world_size, mode, args.smoke,
+                             [(n.devices, n.host.cpu_model) for n in nodes]),
               commit=commit(), command=tuple(_command(torchrun, argv)))
     records = Records(**{name_: tuple(rows) for name_, rows in bench.items()})
     results = Results(schema=SCHEMA, run=run, settings=settings, nodes=tuple(nodes), conformance=tuple(conformance),

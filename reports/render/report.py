@@ -71,12 +71,11 @@ def build_report(results: Results) -> str:
         "derivation (docs/errata.md).",
         render_markdown(notes_rows),
         "## Padding overhead: all models, dp and policies", render_markdown(results.overhead),
-        "## Hardware", nodes_markdown(list(results.nodes)),
-        "### What made the nodes noisy while the benchmarks ran", noise_markdown(list(results.nodes)),
+        "## Hardware", nodes_markdown(results.nodes),
+        "### What made the nodes noisy while the benchmarks ran", noise_markdown(results.nodes),
     ]
-    parts += [f"### Node {node['node_rank']}: {node['host']['hostname']}\n\n"
-              + hardware_markdown(node["hardware"], node.get("nvlink_delta"), node.get("telemetry"))
-              for node in results.nodes if "hardware" in node]
+    parts += [f"### Node {node.node_rank}: {node.host.hostname}\n\n"
+              + hardware_markdown(node.hardware, node.nvlink_delta, node.telemetry) for node in results.nodes]
     if results.upgraded:
         parts += ["## Read from an older schema",
                   f"Written under schema {results.upgraded.from_schema}; read into this model without: "

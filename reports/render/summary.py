@@ -86,9 +86,8 @@ def noise_suspects(results: Results) -> list[str]:
     overshoot = next((r.sleep_overshoot for r in results.benchmarks.overlap if r.sleep_overshoot), None)
     found = []
     for node in results.nodes:
-        found += [f"node {node['node_rank']}: {line}" for line in suspects(node.get("noise"))]
-    return found + suspects(None, overshoot and {"n": overshoot.n, "median": overshoot.median,
-                                                 "p90": overshoot.p90, "max": overshoot.max})
+        found += [f"node {node.node_rank}: {line}" for line in suspects(node.noise)]
+    return found + suspects(None, overshoot)
 
 
 def unstable_keys(metrics: dict[str, Metric]) -> list[str]:

@@ -25,6 +25,7 @@ from benchmarks.registry import Metric
 from benchmarks.settings import BenchSettings
 from benchmarks.stats import Summary
 from datamodel import doc, from_json, to_json
+from hardware.node import Node
 
 from ..conformance.strength import StrengthRecord
 from ..conformance.suites import SuiteRun
@@ -65,19 +66,18 @@ class Setup:
                 for name in SETUP_FIELDS if getattr(self, name) != getattr(other, name)]
 
 
-def node_devices(node: dict) -> str:
+def node_devices(gpus: Sequence[str], cpu_model: str) -> str:
     """What a node computes on: its GPUs by name and count, or its CPU model."""
-    gpus = node.get("devices") or []
     if gpus:
-        return ", ".join(f"{gpus.count(n)} x {n}" for n in sorted(set(gpus)))
-    return f"cpu: {(node.get('host') or {}).get('cpu_model', 'unknown')}"
+        return ", ".join(f"{list(gpus).count(n)} x {n}" for n in sorted(set(gpus)))
+    return f"cpu: {cpu_model}"
 
 
-def setup_of(backend: str, tensors: str, world_size: int, mode: str, smoke: bool, nodes: Sequence[dict],
-             method: int = METHOD) -> Setup:
-    """The setup of a run from how it ran and the nodes it ran on."""
+def setup_of(backend: str, tensors: str, world_size: int, mode: str, smoke: bool,
+             nodes: Sequence[tuple[Sequence[str], str]], method: int = METHOD) -> Setup:
+    """The setup of a run from how it ran and what its nodes computed on (GPU names, CPU model)."""
     return Setup(backend=backend, tensors=tensors, world_size=world_size, mode=mode, nodes=max(1, len(nodes)),
-                 devices=tuple(sorted({node_devices(n) for n in nodes}) or ["unknown"]), smoke=smoke, method=method)
+                 devices=tuple(sorted({node_devices(*n) for n in nodes}) or ["unknown"]), smoke=smoke, method=method)
 
 
 def usual_tensors(backend: str) -> str:
@@ -269,12 +269,8 @@ class Results:
     settings: BenchSettings | None = doc("what the benchmarks measured: rounds, warm-up, bus-bandwidth sizes, "
                                          "models, implementations, budgets; null for older runs whose settings "
                                          "had another shape")
-    nodes: tuple[dict[str, Any], ...] = doc(
-        "every node the benchmarks ran on, by node rank, described by its first rank while they ran: host (CPU, "
-        "cores, memory, OS), devices, backend, NCCL version and every NCCL_* variable set, hardware (torch build "
-        "and, with NVIDIA GPUs, NVML's devices with compute mode, links, P2P and topology), nvlink_delta, "
-        "telemetry, noise (load, governors and frequencies, other processes' and the hypervisor's share of the "
-        "CPUs), benchmark_seconds")
+    nodes: tuple[Node, ...] = doc("every node the benchmarks ran on, by node rank, described by its first rank "
+                                  "while they ran")
     conformance: tuple[SuiteRun, ...] = doc("each (suite, implementation) run")
     suite_world_size: int | None = doc("ranks the suites' child pytest spawned (--world-size); null when no suite "
                                        "ran")

@@ -14,7 +14,7 @@ from typing import Any, Literal, Union
 
 from benchmarks import BENCHMARKS
 from benchmarks.stats import UNSTABLE_LIMITS, Figure
-from datamodel.codec import hints, json_name
+from datamodel.codec import json_key, typed_fields
 
 from .model import SCHEMA, Records, Results
 
@@ -31,19 +31,19 @@ FIGURE_FIELDS = {
 }
 
 
-def type_name(tp: Any) -> str:
+def shown_type(tp: Any) -> str:
     """How a field's type reads in the schema: ``Figure | null``, ``[BusbwRecord]``, ``{str: Metric}``."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (Union, types.UnionType):
-        return " | ".join("null" if a is type(None) else type_name(a) for a in args)
+        return " | ".join("null" if a is type(None) else shown_type(a) for a in args)
     if origin is Literal:
         return " | ".join(repr(a) for a in args)
     if origin in (tuple, list):
         if origin is tuple and args and args[-1] is not Ellipsis:
-            return "[" + ", ".join(type_name(a) for a in args) + "]"
-        return f"[{type_name(args[0]) if args else 'any'}]"
+            return "[" + ", ".join(shown_type(a) for a in args) + "]"
+        return f"[{shown_type(args[0]) if args else 'any'}]"
     if origin is dict or tp is dict:
-        return f"{{str: {type_name(args[1]) if args else 'any'}}}"
+        return f"{{str: {shown_type(args[1]) if args else 'any'}}}"
     if tp is Any:
         return "any"
     return getattr(tp, "__name__", str(tp))
@@ -65,8 +65,7 @@ def model_types(root: type = Results) -> list[type]:
         if cls in seen or cls is Figure:
             continue
         seen.append(cls)
-        types_of = hints(cls)
-        queue += [t for f in dataclasses.fields(cls) for t in nested(types_of[f.name])]
+        queue += [t for _, hint in typed_fields(cls) for t in nested(hint)]
     return seen
 
 
@@ -79,9 +78,8 @@ def _heading(cls: type) -> str:
 
 
 def _fields(cls: type) -> str:
-    types_of = hints(cls)
-    return "\n".join(f"- `{json_name(f)}` ({type_name(types_of[f.name])}): {f.metadata.get('doc', '')}".rstrip(": ")
-                     for f in dataclasses.fields(cls))
+    return "\n".join(f"- `{json_key(f)}` ({shown_type(hint)}): {f.metadata.get('doc', '')}".rstrip(": ")
+                     for f, hint in typed_fields(cls))
 
 
 def schema_markdown() -> str:

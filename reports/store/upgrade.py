@@ -29,7 +29,8 @@ from benchmarks import BENCHMARKS
 from benchmarks.padding import OverheadRow
 from benchmarks.registry import Metric
 from benchmarks.settings import BenchSettings
-from datamodel import DecodeError, from_json
+from datamodel import DecodeError, from_json, mismatch
+from hardware.node import Node
 
 from ..conformance.strength import StrengthRecord
 from ..conformance.suites import SuiteRun
@@ -56,7 +57,7 @@ def upgrade(data: Any) -> Results:
     return Results(
         schema=SCHEMA, run=run,
         settings=_optional(BenchSettings, data.get("settings"), "settings", left_out),
-        nodes=tuple(nodes),
+        nodes=tuple(_each(Node, nodes, "nodes", left_out)),
         conformance=tuple(_each(SuiteRun, data.get("conformance"), "conformance", left_out,
                                 fill={"crashed_ids": [], "families": {}})),
         suite_world_size=data.get("suite_world_size"),
@@ -73,7 +74,7 @@ def upgrade(data: Any) -> Results:
 def _required(data: dict, name: str, kind: type) -> Any:
     value = data.get(name)
     if not isinstance(value, kind):
-        raise DecodeError(f"$.{name}", value, f"an object ({'the run record' if name == 'run' else name})")
+        raise mismatch(f"$.{name}", value, f"an object ({'the run record' if name == 'run' else name})")
     return value
 
 
@@ -92,7 +93,7 @@ def _run(run: dict, schema: int, nodes: list[dict]) -> Run:
     def field(name: str, kind: type) -> Any:
         value = run.get(name)
         if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
-            raise DecodeError(f"$.run.{name}", value, f"a {kind.__name__} (schema {schema} runs record it)")
+            raise mismatch(f"$.run.{name}", value, f"a {kind.__name__} (schema {schema} runs record it)")
         return value
 
     backend = field("backend", str)
@@ -101,8 +102,9 @@ def _run(run: dict, schema: int, nodes: list[dict]) -> Run:
     if isinstance(recorded, dict):
         setup = from_json(Setup, {"tensors": tensors, **recorded}, "$.run.setup")
     else:
+        computes_on = [(n.get("devices") or [], (n.get("host") or {}).get("cpu_model", "unknown")) for n in nodes]
         setup = setup_of(backend, tensors, field("world_size", int), field("mode", str), bool(run.get("smoke")),
-                         nodes, EARLIER_METHOD)
+                         computes_on, EARLIER_METHOD)
     return Run(name=field("name", str), host=str(run.get("host") or "unknown"), mode=field("mode", str),
                world_size=field("world_size", int), backend=backend, tensors=tensors, smoke=bool(run.get("smoke")),
                setup=setup)

@@ -125,7 +125,8 @@ def test_a_run_without_multi_rank_benchmarks_still_describes_its_node():
 
     bench = run_rank_benchmarks(BenchSettings.for_backend("gloo").smoked(), 1, ["planning"], progress=lambda _: None)
     assert len(bench["nodes"]) == 1, f"nodes described: got {len(bench['nodes'])}, but should be 1"
-    devices = run_setup({"backend": "gloo", "world_size": 1, "mode": "plain"}, bench["nodes"])["devices"]
+    nodes = [node.to_json() for node in bench["nodes"]]
+    devices = run_setup({"backend": "gloo", "world_size": 1, "mode": "plain"}, nodes)["devices"]
     assert devices != ["unknown"], f"devices: got {devices}, but should name this node's CPU or GPUs"
 
 
