@@ -70,7 +70,8 @@ def sleep_overshoot(ratios: list[float]) -> SleepOvershoot | None:
     if not ratios:
         return None
     median, p90 = np.quantile(ratios, [0.5, 0.9])
-    return SleepOvershoot(len(ratios), round(float(median), 4), round(float(p90), 4), round(max(ratios), 4))
+    return SleepOvershoot(n=len(ratios), median=round(float(median), 4), p90=round(float(p90), 4),
+                          max=round(max(ratios), 4))
 
 
 class BackwardWait(torch.autograd.Function):

@@ -25,6 +25,8 @@ from typing import Iterable
 import numpy as np
 from scipy import stats
 
+from datamodel import doc
+
 CONFIDENCE = 0.95
 UNSTABLE_LIMITS = {"relative": 0.10, "absolute": 0.05}
 UNSTABLE_MARK = "†"
@@ -124,9 +126,9 @@ class Figure:
 class Summary:
     """What a table shows of a figure, kept where its samples are not (a comparison's earlier run)."""
 
-    median: float
-    interval: tuple[float, float] | None
-    unstable: bool
+    median: float = doc("median of the samples")
+    interval: tuple[float, float] | None = doc("95% interval of the median; null below 6 samples")
+    unstable: bool = doc("whether the samples' spread passes its limit")
 
 
 def describe(figure: Figure | Summary, digits: int = 4) -> str:

@@ -11,8 +11,9 @@ steps itself. A step *moved* the figure when the levels on either side
 differ by more than the comparison's practical threshold (10%, or 0.05
 absolute for efficiencies); the first such step names its run.
 
-The gated metrics are those any run of a setup gates, so a metric that a
-later run gates is traced back through the runs that measured it before.
+The gated metrics are those any run of a setup gates (figures and counts),
+so a metric that a later run gates is traced back through the runs that
+measured it before.
 Runs of different setups are never one series: each setup gets its own, so a
 change of hardware is not read as a step.
 """
@@ -61,8 +62,11 @@ def _weights(points: Sequence[Point]) -> list[float] | None:
 
 
 def gated_keys(runs: Sequence[Run]) -> list[str]:
-    """The metrics any of the runs gates, or holds under a gate rule (gated but for a missed sampling target)."""
-    return sorted({k for _, r in runs for k, m in r.metrics.items() if m.gated or m.sampling})
+    """The metrics any of the runs gates, or holds under a gate rule (gated but for a missed sampling target), that
+    are a figure or a count: a bare value (what runs wrote before figures kept their samples) draws no series of
+    its own, but joins the series a later run's figure starts."""
+    return sorted({k for _, r in runs for k, m in r.metrics.items()
+                   if (m.gated or m.sampling) and (m.figure is not None or m.exact)})
 
 
 def series(runs: Sequence[Run], key: str, setup: str) -> Series:

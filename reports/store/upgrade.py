@@ -11,9 +11,10 @@
   runs and padding table are read; their benchmark records, of an earlier
   method and another shape, are left out (their metrics stay, which is what
   the gate and the trend read).
-- **1** (one value per metric): the metrics have no samples, no direction of
-  gating and no exactness: they read as informative, the conformance counts
-  as exact; the setup is derived from the run record and the host.
+- **1** (one value per metric): the metrics have no samples and did not say
+  whether they were gated or exact: every one reads as gated (any of them could
+  fail the job then), judged by the threshold, the conformance counts as
+  exact; the setup is derived from the run record and the host.
 
 What a run of an older schema has no place for is named in
 ``Results.upgraded``; the file on disk is never changed. A run whose run
@@ -113,8 +114,9 @@ def _run(run: dict, schema: int, nodes: list[dict]) -> Run:
 def _metric(key: str, value: Any, schema: int) -> Metric:
     path = f"$.metrics.{key}"
     if schema == 1 and isinstance(value, dict):
-        # Nothing was gated or exact yet: every figure informative, judged by the threshold; counts exact.
-        value = {"gated": False, "exact": key.startswith("conformance/"), **value}
+        # Nothing said whether it was gated or exact: every metric could fail the job, judged by the threshold,
+        # and the conformance counts by any move (what comparisons of these runs always did).
+        value = {"gated": True, "exact": key.startswith("conformance/"), **value}
     return from_json(Metric, value, path)
 
 

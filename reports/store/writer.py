@@ -75,6 +75,7 @@ def write_run(files: dict[str, str | bytes], root: Path = DEFAULT_ROOT, name: st
     """Write ``files`` (relative name -> content) as the run ``name`` (reserved, or reserved now) and point
     ``latest`` at it."""
     root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
     name = name or reserve(root)
     tmp = root / f".tmp-{name}-{os.getpid()}"
     tmp.mkdir()

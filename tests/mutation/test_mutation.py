@@ -13,7 +13,10 @@ from mutation.checks import command, ordered_test_files
 from mutation.population import Mutant, annotation_spans, choose, inside, run_order
 from mutation.runner import first_failure, run_checks
 from mutation.score import load_equivalents, summarize
+from datamodel import from_json
 from reports.render.mutation import score_markdown, summary_markdown
+from reports.store.model import MutationScore
+from reports.store.mutation_score import read_score
 from mutation.session import Session, SessionError, fingerprint, locked
 from mutation.sitting import run_sitting, within_limits
 
@@ -189,7 +192,7 @@ def test_the_score_counts_each_module_by_population(tmp_path):
     assert summary["modules"][b]["equivalent"] == 1 and summary["modules"][b]["mode"] == "sampled"
     assert (summary["killed"], summary["non_equivalent"], summary["score"]) == (1, 2, 0.5)
     assert summary["survivors"] == [{"mutant": keys[1], "diff": "-x\n+y\n"}]
-    text = summary_markdown(summary)
+    text = summary_markdown(from_json(MutationScore, summary))
     for part in ("**50%**", "1 of 2", "3 of a population of 8 mutants run", "every mutant of 1 module",
                  "a seeded sample of 1 module", "1 triaged equivalent", "| a.py | whole | 4 | 2 | 1 | 0 | 1 | 50% |",
                  "| b.py | sampled | 4 | 1 | 0 | 1 | 0 | n/a |"):
@@ -198,11 +201,15 @@ def test_the_score_counts_each_module_by_population(tmp_path):
 
 def test_the_score_file_is_read_in_its_format(tmp_path):
     path = tmp_path / "score.json"
-    assert "not measured yet" in score_markdown(path)
+    assert read_score(path) is None
+    assert "not measured when this run was made" in score_markdown(None)
     path.write_text(json.dumps({"score": 1.0}))
     with pytest.raises(ValueError, match="got format None, but should be 2"):
-        score_markdown(path)
-    assert "| **all** |" in score_markdown(), "the committed score file should render"
+        read_score(path)
+    path.write_text(json.dumps({"format": 2, "score": 1.0}))
+    with pytest.raises(ValueError, match="rerun python -m mutation"):
+        read_score(path)
+    assert "| **all** |" in score_markdown(read_score()), "the committed score file should render"
 
 
 def running(pid: int) -> bool:

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from benchmarks.busbw import BusbwRecord
+from benchmarks.overlap import OverlapRecord
+from benchmarks.sampling import Sampled
+from benchmarks.settings import Model
+from benchmarks.stats import Figure
+from benchmarks.timeline import Timeline
+
 from reports.store.metrics import collect_metrics
 from reports.store.model import SCHEMA, Records, Results, Run, Setup
 
@@ -26,3 +33,35 @@ def results(name: str = "20260101T000000Z", *, smoke: bool = False, backend: str
                    metrics={}, comparison=None, trend=(), claims=(), mutation=None, verdict=None, plots=())
     made = replace(made, **fields)
     return replace(made, metrics=collect_metrics(made) if metrics is None else metrics)
+
+
+SAMPLED = Sampled(rounds=3, warmup=0, warmup_settled=None, stopped="fixed rounds", seconds=0.1, budget_s=1.0,
+                  targets={})
+
+
+def around(median: float, unit: str, better: str = "higher", spread_kind: str = "relative") -> Figure:
+    """Six samples within 2% of ``median``."""
+    return Figure.of([median * x for x in (0.98, 1.0, 1.02, 0.99, 1.01, 1.0)], unit, better, spread_kind)
+
+
+def busbw_record(wrong: int = 0, collective: str = "all_reduce", policy: str = "padded",
+                 placement: str = "in-place", requested: int = 2**18 - 37, count: int = 2**18,
+                 busbw: float = 10.0) -> BusbwRecord:
+    """One cell of a bus-bandwidth sweep at 2 ranks, ``wrong`` bad elements."""
+    return BusbwRecord(collective=collective, policy=policy, placement=placement, size_bytes=4 * count,
+                       count=count, requested_count=requested, element_type="float32", redop="sum",
+                       time_us=around(100.0, "us", "lower"), calls=1, algbw_gbps=around(busbw, "GB/s"),
+                       busbw_gbps=around(busbw, "GB/s"), effective_busbw_gbps=around(busbw * requested / count, "GB/s"),
+                       effective_ratio_to_unpadded=None, refused=None, sampling=SAMPLED, wrong=wrong, world_size=2,
+                       backend="gloo")
+
+
+def overlap_record(impl: str = "reference", overlap_ms: float = 12.0, efficiency: float = 0.6,
+                   timeline: Timeline | None = None) -> OverlapRecord:
+    """One implementation's emulated overlap: compute 10 ms, serial 15 ms."""
+    return OverlapRecord(mode="emulated", impl=impl, model=Model(depth=4), collective_ms=1.25, wait_ms=1.25,
+                         compute_ms=around(10.0, "ms", "lower"), overlap_ms=around(overlap_ms, "ms", "lower"),
+                         serial_ms=around(15.0, "ms", "lower"), communication_ms=around(5.0, "ms", "lower"),
+                         refused=None, dropped_rounds=0, efficiency=around(efficiency, "", spread_kind="absolute"),
+                         ideal=0.875, share=around(efficiency / 0.875, "", spread_kind="absolute"), sampling=SAMPLED,
+                         sleep_overshoot=None, timeline=timeline, world_size=2, backend="gloo")

@@ -2,15 +2,20 @@
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from benchmarks.registry import Metric
 from benchmarks.stats import Figure
+from datamodel import DecodeError, from_json, to_json
 from reports.compare import main
-from reports.comparison.changes import Change, compare_metrics, compare_runs, threshold_for
-from reports.render.comparison import comparison_markdown
+from reports.comparison.changes import compare_metrics, threshold_for
 from reports.comparison.comparable import previous_comparable
+from reports.render.comparison import comparison_markdown
+from reports.store.model import Change
+from reports.store.runs import RunError, load_results
 from reports.store.writer import dump_json, write_run
 from tests.pytest_run import ROOT
 
@@ -19,13 +24,17 @@ STEP = "step_time/ratio_median"
 FAILED = "conformance/suites/layout/reference/failed"
 
 
-def metric(value, better, unit="", **extra):
-    return {"value": value, "unit": unit, "better": better, **extra}
+def metric(value, better, unit="", gated=True, exact=False):
+    """A metric without samples: what runs wrote before figures kept theirs, read as the model reads them."""
+    return Metric(float(value), unit, better, gated, exact)
 
 
 def sampled(samples, better="higher", unit="GB/s", gated=True, spread_kind="relative"):
-    figure = Figure.of(samples, unit, better, spread_kind)
-    return {"value": figure.median, "unit": unit, "better": better, "gated": gated, "figure": figure.to_json()}
+    return Metric.of(Figure.of(samples, unit, better, spread_kind), gated)
+
+
+def compare_runs(old: Path, new: Path) -> list[Change]:
+    return compare_metrics(load_results(old).metrics, load_results(new).metrics)
 
 
 # Seeded noise around 1: 15 samples spread about +-3%, like a quiet machine.
@@ -63,10 +72,10 @@ def test_within_threshold_is_unchanged(new):
     assert change.status == "unchanged", change
 
 
-def test_one_more_failed_test_is_a_regression_under_the_conformance_prefix():
-    old = {FAILED: metric(0, "lower", "tests"), "conformance/x/failed": metric(10, "lower", "tests")}
-    new = {FAILED: metric(1, "lower", "tests"), "conformance/x/failed": metric(11, "lower", "tests")}
-    changes = by_key(compare_metrics(old, new, threshold=0.5))
+def test_one_more_failed_test_is_a_regression_even_in_runs_written_before_counts_said_they_were_exact(tmp_path):
+    old = write(tmp_path, "20261122T043209Z", 10.0, failed=0, extra={"conformance/x/failed": 10})
+    new = write(tmp_path, "20261122T052149Z", 10.0, failed=1, extra={"conformance/x/failed": 11})
+    changes = by_key(compare_metrics(load_results(old).metrics, load_results(new).metrics, threshold=0.5))
     assert changes[FAILED].status == "regression", "0 -> 1 failures should regress whatever the threshold"
     assert changes[FAILED].relative is None
     assert changes["conformance/x/failed"].status == "regression", "10 -> 11 is +10%, but conformance/ is 0%"
@@ -100,13 +109,18 @@ def test_added_and_removed_keys():
 
 
 @pytest.mark.parametrize("entry, message", [
-    (metric(1, "bigger"), "got better='bigger'"),
-    (metric("fast", "higher"), "got value 'fast'"),
-    (metric(1, "higher", "MB/s"), "got unit='MB/s'"),
+    ({"value": 1, "unit": "", "better": "bigger", "gated": True, "exact": False}, "better: got 'bigger'"),
+    ({"value": "fast", "unit": "", "better": "higher", "gated": True, "exact": False}, "value: got 'fast'"),
+    (5.0, "got 5.0, but should be Metric"),
 ])
-def test_bad_metrics_are_named(entry, message):
-    with pytest.raises(ValueError, match=message):
-        compare_metrics({"m": metric(1, "higher", "GB/s")}, {"m": entry})
+def test_a_malformed_metric_is_named_where_it_is_read(entry, message):
+    with pytest.raises(DecodeError, match=message):
+        from_json(Metric, entry, "$.metrics.m")
+
+
+def test_a_metric_whose_meaning_changed_cannot_be_compared():
+    with pytest.raises(ValueError, match="got unit='MB/s' in the new run and 'GB/s' in the old one"):
+        compare_metrics({"m": metric(1, "higher", "GB/s")}, {"m": metric(1, "higher", "MB/s")})
 
 
 def test_markdown_lists_regressions_before_improvements():
@@ -120,7 +134,7 @@ def test_markdown_lists_regressions_before_improvements():
     text = comparison_markdown(changes)
     assert text.startswith("Gated: 0 regressions, 0 improvements, 0 unchanged. Informative: 1 regressions, "
                            "1 improvements, 1 unchanged."), text
-    assert "written before schema 2" in text, "metrics without samples should carry the note"
+    assert "written before figures kept their samples" in text, "metrics without samples should carry the note"
     assert text.index(BUSBW) < text.index(STEP), text
     assert "| regression " in text and "-20.0%" in text and "same" not in text, text
 
@@ -130,31 +144,47 @@ NCCL = {"backend": "nccl", "world_size": 8, "mode": "torchrun"}
 
 
 def results(metrics: dict, schema=1, run: dict | None = None) -> str:
+    """A results.json as schema 1 (one value per metric) or 2 (samples, gating) wrote it."""
     return dump_json({"schema": schema, "run": {"name": "x", **(run or GLOO)}, "metrics": metrics})
 
 
-def write(root: Path, name: str, busbw: float, failed: int = 0, schema=1, run: dict | None = None) -> Path:
-    metrics = {BUSBW: metric(busbw, "higher", "GB/s"), FAILED: metric(failed, "lower", "tests")}
+def schema_1(value, better, unit=""):
+    return {"value": value, "unit": unit, "better": better}
+
+
+def write(root: Path, name: str, busbw: float, failed: int = 0, schema=1, run: dict | None = None,
+          extra: dict | None = None) -> Path:
+    """A schema-1 run: one value per metric, a busbw and a count of failed tests (and ``extra`` counts)."""
+    metrics = {BUSBW: schema_1(busbw, "higher", "GB/s"), FAILED: schema_1(failed, "lower", "tests"),
+               **{k: schema_1(v, "lower", "tests") for k, v in (extra or {}).items()}}
     return write_run({"results.json": results(metrics, schema, run), "report.md": "r"}, root=root, name=name)
 
 
-def test_previous_comparable_skips_tmp_latest_other_setups_and_broken_runs(tmp_path):
+def write_sampled(root: Path, name: str, metrics: dict[str, Metric]) -> Path:
+    """A schema-2 run of the given metrics."""
+    return write_run({"results.json": results({k: to_json(m) for k, m in metrics.items()}, 2)}, root=root,
+                     name=name)
+
+
+def test_previous_comparable_skips_tmp_latest_and_other_setups_and_stops_at_a_broken_run(tmp_path):
     for name in ("20261122T043209Z", "20261122T052149Z", "20261123T010000Z"):
         write(tmp_path, name, 1.0)
     (tmp_path / ".tmp-abc123").mkdir()
     (tmp_path / ".tmp-zzz").mkdir()
     assert (tmp_path / "latest").is_file()
-    mine = {"schema": 1, "run": GLOO}
-    assert previous_comparable(tmp_path, "20261123T010000Z", mine) == (tmp_path / "20261122T052149Z", [])
+    mine = load_results(tmp_path / "20261123T010000Z")
+    found, passed = previous_comparable(tmp_path, "20261123T010000Z", mine)
+    assert found[0] == "20261122T052149Z" and passed == [], (found, passed)
     assert previous_comparable(tmp_path, "20261122T043209Z", mine) == (None, [])
     assert previous_comparable(tmp_path / "missing", "20261122T043209Z", mine) == (None, [])
     write(tmp_path, "20261123T020000Z", 1.0, run=NCCL)
-    write_run({"report.md": "no results"}, root=tmp_path, name="20261123T030000Z")
     found, passed = previous_comparable(tmp_path, "20261124T000000Z", mine)
-    assert found == tmp_path / "20261123T010000Z", (found, passed)
-    assert passed[0].startswith("20261123T030000Z: cannot be read"), passed
-    assert passed[1].startswith("20261123T020000Z: another setup (backend nccl -> gloo; tensors cuda -> cpu; world_size 8 -> 2; "
-                                "mode torchrun -> plain)"), passed
+    assert found[0] == "20261123T010000Z", (found, passed)
+    assert passed[0].startswith("20261123T020000Z: another setup (backend nccl -> gloo; tensors cuda -> cpu; "
+                                "world_size 8 -> 2; mode torchrun -> plain)"), passed
+    write_run({"report.md": "no results"}, root=tmp_path, name="20261123T030000Z")
+    with pytest.raises(RunError, match="20261123T030000Z/results.json"):
+        previous_comparable(tmp_path, "20261124T000000Z", mine)  # it may be the run to compare with
 
 
 def test_cli_gates_nothing_between_setups_and_finds_the_last_comparable_run(tmp_path, capsys):
@@ -245,7 +275,7 @@ def test_only_gated_regressions_fail_the_job(tmp_path):
     worse_info = {**base, "info": sampled([5 * x for x in NOISE], gated=False)}
     worse_gate = {**base, "gate": sampled([5 * x for x in NOISE])}
     for name, metrics in (("a", base), ("b", worse_info), ("c", worse_gate)):
-        write_run({"results.json": results(metrics, 2)}, root=tmp_path, name=name)
+        write_sampled(tmp_path, name, metrics)
     assert main(["a", "b", "--root", str(tmp_path), "--fail-on-regression"]) == 0
     assert main(["a", "c", "--root", str(tmp_path), "--fail-on-regression"]) == 1
 
@@ -253,10 +283,10 @@ def test_only_gated_regressions_fail_the_job(tmp_path):
 def test_a_schema_1_run_compares_with_a_schema_2_run_by_threshold_with_a_note(tmp_path):
     old = write(tmp_path, "20261122T043209Z", 10.0)
     new_metrics = {BUSBW: sampled([7 * x for x in NOISE]), FAILED: metric(0, "lower", "tests", exact=True)}
-    new = write_run({"results.json": results(new_metrics, 2)}, root=tmp_path, name="20261122T052149Z")
+    new = write_sampled(tmp_path, "20261122T052149Z", new_metrics)
     changes = {c.key: c for c in compare_runs(old, new)}
     assert (changes[BUSBW].status, changes[BUSBW].test) == ("regression", "threshold"), changes[BUSBW]
-    assert "written before schema 2" in comparison_markdown(list(changes.values()))
+    assert "written before figures kept their samples" in comparison_markdown(list(changes.values()))
 
 
 def test_cli_exit_codes(tmp_path, capsys):
@@ -293,7 +323,7 @@ def test_cli_missing_results_or_unknown_schema_exits_2(tmp_path, capsys):
     write(tmp_path, "20261123T010000Z", 10.0, schema=None)
     assert main(["20261122T043209Z", "20261123T010000Z", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "got schema None" in err and "but should be one of (1, 2, 3, 4)" in err, err
+    assert "got schema None" in err and "but should be one of 1, 2, 3, 4, 5" in err, err
 
 
 def test_python_dash_m_runs_the_cli(tmp_path):
@@ -311,9 +341,8 @@ def test_a_lost_measurement_is_judged_without_the_rank_test():
 
 
 def test_a_metric_may_carry_its_own_practical_threshold_and_a_prefix_overrides_it():
-    old = {"m": sampled([10 * x for x in NOISE], gated=False)}
-    new = {"m": sampled([8 * x for x in NOISE], gated=False)}
-    new["m"]["threshold"] = old["m"]["threshold"] = 0.25
+    old = {"m": replace(sampled([10 * x for x in NOISE], gated=False), threshold=0.25)}
+    new = {"m": replace(sampled([8 * x for x in NOISE], gated=False), threshold=0.25)}
     [within] = compare_metrics(old, new)
     assert (within.status, within.threshold) == ("unchanged", 0.25), within  # -20% < 25%
     [overridden] = compare_metrics(old, new, thresholds={"m": 0.1})
@@ -324,6 +353,6 @@ def test_informative_metrics_can_be_gated_by_prefix(tmp_path):
     base = {"busbw_largest/x": sampled([10 * x for x in NOISE], gated=False)}
     worse = {"busbw_largest/x": sampled([5 * x for x in NOISE], gated=False)}
     for name, metrics in (("a", base), ("b", worse)):
-        write_run({"results.json": results(metrics, 2)}, root=tmp_path, name=name)
+        write_sampled(tmp_path, name, metrics)
     assert main(["a", "b", "--root", str(tmp_path), "--fail-on-regression"]) == 0
     assert main(["a", "b", "--root", str(tmp_path), "--fail-on-regression", "--gate", "busbw_largest/"]) == 1

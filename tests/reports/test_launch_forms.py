@@ -9,12 +9,12 @@ torchrun the suite runs once, from rank 0, with ranks of its own.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 from benchmarks import BENCHMARKS
-from reports.store.writer import latest_run
+from reports.store.model import Results
+from reports.store.runs import latest, load_results
 
 from tests.pytest_run import ROOT
 from tests.ranks.test_multinode import two_nodes
@@ -27,14 +27,14 @@ ON_RANKS = [arg for b in BENCHMARKS if b.on_ranks for arg in ("--benchmark", b.n
 TIMEOUT = 300
 
 
-def results_of(out) -> dict:
-    return json.loads((latest_run(out) / "results.json").read_text())
+def results_of(out) -> Results:
+    return load_results(latest(out))
 
 
-def assert_suite_ran(results: dict, world_size: int) -> None:
-    [suite] = results["conformance"]
-    assert suite["passed"] >= 3 and suite["failed"] == 0 and suite["errors"] == 0, suite
-    assert results["suite_world_size"] == world_size, results["suite_world_size"]
+def assert_suite_ran(results: Results, world_size: int) -> None:
+    [suite] = results.conformance
+    assert suite.passed >= 3 and suite.failed == 0 and suite.errors == 0, suite
+    assert results.suite_world_size == world_size, results.suite_world_size
 
 
 def test_one_rank_runs_every_multi_rank_benchmark_and_the_suite(tmp_path):
@@ -42,11 +42,11 @@ def test_one_rank_runs_every_multi_rank_benchmark_and_the_suite(tmp_path):
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = results_of(tmp_path)
-    assert results["run"]["world_size"] == 1 and results["run"]["mode"] == "plain", results["run"]
+    assert results.run.world_size == 1 and results.run.mode == "plain", results.run
     assert_suite_ran(results, 1)
-    assert all(r["busbw_gbps"] is None and r["algbw_gbps"] for r in results["busbw"]), "busbw is null at one rank"
-    assert {r["mode"] for r in results["overlap"]} == {"emulated", "real"}
-    assert all(results[b.name] for b in BENCHMARKS if b.on_ranks), "every multi-rank benchmark ran at one rank"
+    assert all(r.busbw_gbps is None and r.algbw_gbps for r in results.benchmarks.busbw), "busbw is null at one rank"
+    assert {r.mode for r in results.benchmarks.overlap} == {"emulated", "real"}
+    assert all(results.records(b.name) for b in BENCHMARKS if b.on_ranks), "every multi-rank benchmark ran at one rank"
 
 
 def test_torchrun_runs_the_suite_once_from_rank_0(tmp_path):
@@ -55,7 +55,8 @@ def test_torchrun_runs_the_suite_once_from_rank_0(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = results_of(tmp_path)
-    assert results["run"]["mode"] == "torchrun" and results["run"]["world_size"] == 2, results["run"]
+    assert results.run.mode == "torchrun" and results.run.world_size == 2, results.run
+    assert results.run.command[0] == "torchrun", results.run.command
     assert_suite_ran(results, 2)
     assert proc.stdout.count("## Summary") == 1, "only rank 0 writes and prints the report"
 
@@ -64,8 +65,8 @@ def test_two_nodes_record_every_node_and_run_the_suite(tmp_path):
     node0, node1 = two_nodes("-m", "reports", "--smoke", *CHEAP, *SUITE, "--out", str(tmp_path))
     assert node0.returncode == 0 and node1.returncode == 0, node0.stdout[-3000:] + node1.stdout[-3000:]
     results = results_of(tmp_path)
-    assert results["run"]["setup"]["nodes"] == 2 and results["run"]["world_size"] == 2, results["run"]
-    assert [(n["node_rank"], n["first_rank"]) for n in results["nodes"]] == [(0, 0), (1, 1)], results["nodes"]
-    assert all(n["hardware"]["host"]["hostname"] for n in results["nodes"])
-    assert sum(r["wrong"] for r in results["busbw"]) == 0
+    assert results.run.setup.nodes == 2 and results.run.world_size == 2, results.run
+    assert [(n.node_rank, n.first_rank) for n in results.nodes] == [(0, 0), (1, 1)], results.nodes
+    assert all(n.hardware.host.hostname for n in results.nodes)
+    assert sum(r.wrong for r in results.benchmarks.busbw) == 0
     assert_suite_ran(results, 2)

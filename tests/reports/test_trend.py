@@ -4,33 +4,38 @@ import warnings
 
 import pytest
 
+from benchmarks.registry import Metric
 from benchmarks.stats import Figure
-from reports.store.runs import SkippedRunWarning, readable_runs
+from datamodel import to_json
 from reports.comparison.trend import trend
 from reports.render.trend import plot_trend, trend_markdown
-from reports.trend import main
+from reports.store.runs import SkippedRunWarning, readable_runs
 from reports.store.writer import dump_json, write_run
+from reports.trend import main
 
 KEY = "step_time/reference/ratio"
 NOISE = [1.0, 0.98, 1.02, 1.01, 0.99, 1.0, 1.01, 0.99]
 
 
+GLOO = {"backend": "gloo", "world_size": 2, "mode": "plain"}
+
+
 def sampled(level, gated=True, spread_kind="relative"):
-    figure = Figure.of([level * x for x in NOISE], "x", "lower", spread_kind)
-    return {"value": figure.median, "unit": "x", "better": "lower", "gated": gated, "figure": figure.to_json()}
+    return to_json(Metric.of(Figure.of([level * x for x in NOISE], "x", "lower", spread_kind), gated))
 
 
-def write(root, name, metrics, schema=2):
-    return write_run({"results.json": dump_json({"schema": schema, "run": {"name": name}, "metrics": metrics})},
-                     root=root, name=name)
+def write(root, name, metrics, schema=2, run=GLOO):
+    """A run as schema 2 wrote it (or ``schema`` 1, metrics one value each)."""
+    return write_run({"results.json": dump_json({"schema": schema, "run": {"name": name, **run},
+                                                 "metrics": metrics})}, root=root, name=name)
 
 
 def test_one_run_gives_one_point_and_no_step(tmp_path):
     write(tmp_path, "r1", {KEY: sampled(1.0), "info": sampled(1.0, gated=False)})
     runs = readable_runs(tmp_path)
     [series] = trend(runs)
-    assert series.key == KEY and len(series.points) == 1 and series.step() is None
-    assert "1 run(s), r1 to r1" in trend_markdown([series], ["r1"])
+    assert series.key == KEY and len(series.points) == 1 and series.step is None
+    assert "1 run(s), r1 to r1" in trend_markdown([series])
 
 
 def test_the_first_run_of_a_lasting_move_is_named(tmp_path):
@@ -38,16 +43,16 @@ def test_the_first_run_of_a_lasting_move_is_named(tmp_path):
     for i, level in enumerate([1.0, 1.0, 1.0, 1.2, 1.2]):
         write(tmp_path, f"r{i}", {KEY: sampled(level)})
     [series] = trend(readable_runs(tmp_path))
-    run, direction, change = series.step()
-    assert (run, direction) == ("r3", "regression") and change == pytest.approx(0.2, abs=0.02)
-    assert "regression at r3" in trend_markdown([series], [f"r{i}" for i in range(5)])
+    step = series.step
+    assert (step.run, step.direction) == ("r3", "regression") and step.change == pytest.approx(0.2, abs=0.02)
+    assert "regression at r3" in trend_markdown([series])
 
 
 def test_noise_within_the_threshold_is_no_step(tmp_path):
     for i, level in enumerate([1.0, 1.04, 0.97, 1.03, 0.98]):
         write(tmp_path, f"r{i}", {KEY: sampled(level)})
     [series] = trend(readable_runs(tmp_path))
-    assert series.step() is None
+    assert series.step is None
 
 
 def test_schemas_mix_and_broken_runs_are_skipped_by_name(tmp_path):
@@ -57,23 +62,27 @@ def test_schemas_mix_and_broken_runs_are_skipped_by_name(tmp_path):
     (tmp_path / "r2" / "results.json").write_text('{"schema": 2, "metr')  # half-written
     (tmp_path / "r3").mkdir()  # no results at all
     write(tmp_path, "r4", {KEY: sampled(1.5)}, schema=7)
-    (tmp_path / ".tmp-r5").mkdir()  # still being written: not a run
+    write(tmp_path, "r5", {KEY: 1.5})  # a metric that is a bare number
+    write_run({"results.json": dump_json({"schema": 4, "metrics": {KEY: sampled(1.5)}})}, root=tmp_path, name="r6")
+    (tmp_path / ".tmp-r7").mkdir()  # still being written: not a run
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = readable_runs(tmp_path)
     assert [name for name, _ in runs] == ["r0", "r1"]
-    skipped = sorted(str(w.message).split(":")[0] for w in caught if w.category is SkippedRunWarning)
-    assert skipped == ["skipped run r2", "skipped run r3", "skipped run r4"], [str(w.message) for w in caught]
+    skipped = {str(w.message).split(":")[0]: str(w.message) for w in caught if w.category is SkippedRunWarning}
+    assert sorted(skipped) == [f"skipped run r{i}" for i in (2, 3, 4, 5, 6)], list(skipped.values())
+    assert "$.metrics.step_time/reference/ratio: got 1.5, but should be Metric" in skipped["skipped run r5"]
+    assert "(schema 4)" in skipped["skipped run r6"] and "$.run: got None" in skipped["skipped run r6"]
     [series] = trend(runs)
     assert [p.run for p in series.points] == ["r0", "r1"]
     assert series.points[0].interval is None and series.points[1].interval is not None
 
 
-def test_only_schema_1_runs_have_no_gated_metrics(tmp_path):
+def test_runs_of_bare_values_alone_draw_no_series(tmp_path):
     write(tmp_path, "r0", {KEY: {"value": 1.0, "unit": "x", "better": "lower"}}, schema=1)
     runs = readable_runs(tmp_path)
     assert trend(runs) == []
-    assert "none of them marking gated metrics" in trend_markdown([], ["r0"])
+    assert "No gated metric" in trend_markdown([])
 
 
 def test_plots_and_cli(tmp_path, capsys):
@@ -89,16 +98,14 @@ def test_plots_and_cli(tmp_path, capsys):
 
 def test_each_setup_is_its_own_series_so_new_hardware_is_no_step(tmp_path):
     """Three gloo runs, then three runs on 8 GPUs whose ratio is 30% worse: two flat series, no step."""
-    gloo = {"backend": "gloo", "world_size": 2, "mode": "plain"}
     nccl = {"backend": "nccl", "world_size": 8, "mode": "torchrun"}
-    for i, (run, level) in enumerate([(gloo, 1.0)] * 3 + [(nccl, 1.3)] * 3):
-        write_run({"results.json": dump_json({"schema": 2, "run": {"name": f"r{i}", **run},
-                                              "metrics": {KEY: sampled(level)}})}, root=tmp_path, name=f"r{i}")
+    for i, (run, level) in enumerate([(GLOO, 1.0)] * 3 + [(nccl, 1.3)] * 3):
+        write(tmp_path, f"r{i}", {KEY: sampled(level)}, run=run)
     runs = readable_runs(tmp_path)
     first, second = trend(runs)
     assert (first.setup.split(",")[0], second.setup.split(",")[0]) == ("gloo", "nccl")
     assert [p.run for p in first.points] == ["r0", "r1", "r2"] and [p.run for p in second.points] == ["r3", "r4", "r5"]
-    assert first.step() is None and second.step() is None
-    text = trend_markdown([first, second], [n for n, _ in runs])
+    assert first.step is None and second.step is None
+    text = trend_markdown([first, second])
     assert "of 2 setup(s)" in text and "### gloo, 2 ranks, plain, 1 node" in text and "### nccl, 8 ranks" in text
     assert len(plot_trend([first, second], tmp_path / "plots")) == 2

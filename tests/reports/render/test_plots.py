@@ -1,49 +1,37 @@
 """Plots render to real PNG files from small records, and empty records draw nothing."""
 
+from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.stats import Figure
+from benchmarks.timeline import CollectiveSpan, LayerSpan, Timeline
 from reports.render.plots import plot_busbw, plot_overlap, plot_timeline
 from reports.render.table import bytes_label
+from tests.reports.builders import busbw_record, overlap_record
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def fig(median: float, unit: str = "GB/s", better: str = "higher") -> dict:
-    return Figure.of([median * x for x in (0.98, 1.0, 1.02, 0.99, 1.01, 1.0)], unit, better).to_json()
-
-
-def busbw_records() -> list[dict]:
+def busbw_records() -> list:
     rows = []
     for collective in ("all_reduce", "reduce_scatter"):
         for policy in ("unpadded", "high-busbw"):
             for placement in ("out-of-place", "in-place"):
                 for i, requested in enumerate((256, 16384, 1 << 18, 1 << 20)):
                     count = requested if policy == "unpadded" else max(requested, 65536)
-                    rows.append({"collective": collective, "policy": policy, "placement": placement,
-                                 "size_bytes": 4 * count, "count": count, "requested_count": requested,
-                                 "busbw_gbps": fig(0.5 + i), "effective_busbw_gbps": fig((0.5 + i) * requested / count),
-                                 "wrong": 0, "world_size": 2, "backend": "gloo"})
-    rows[-1]["wrong"] = 3
+                    rows.append(busbw_record(0, collective, policy, placement, requested, count, 0.5 + i))
+    rows[-1] = replace(rows[-1], wrong=3)
     return rows
 
 
-def overlap_records() -> list[dict]:
-    common = {"compute_ms": fig(10.0, "ms", "lower"), "serial_ms": fig(15.0, "ms", "lower"), "ideal": 0.875}
-    return [
-        {"impl": "reference", "mode": "emulated", "overlap_ms": fig(12.0, "ms", "lower"), "efficiency": fig(0.6, ""),
-         **common},
-        {"impl": "torch", "mode": "emulated", "overlap_ms": fig(11.0, "ms", "lower"), "efficiency": fig(0.8, ""),
-         **common},
-    ]
+def overlap_records() -> list:
+    return [overlap_record("reference", 12.0, 0.6), overlap_record("torch", 11.0, 0.8)]
 
 
-def timeline_record() -> dict:
-    layers = [{"layer": i, "start_ms": 6.0 * (3 - i), "end_ms": 6.0 * (4 - i)} for i in (3, 2, 1, 0)]
-    collectives = [{"collective": k, "start_ms": 6.0 * (k + 1), "end_ms": 6.0 * (k + 1) + 4.0} for k in range(3)]
-    collectives.append({"collective": 3, "start_ms": 24.0, "end_ms": None})
-    return {"impl": "reference", "mode": "emulated",
-            "timeline": {"layers": layers, "collectives": collectives, "backward_end_ms": 24.5, "step_end_ms": 29.0}}
+def timeline_record():
+    layers = tuple(LayerSpan(i, 6.0 * (3 - i), 6.0 * (4 - i)) for i in (3, 2, 1, 0))
+    collectives = tuple(CollectiveSpan(k, 6.0 * (k + 1), 6.0 * (k + 1) + 4.0) for k in range(3))
+    timeline = Timeline(layers, (*collectives, CollectiveSpan(3, 24.0, None)), 24.5, 29.0)
+    return overlap_record("reference", timeline=timeline)
 
 
 def assert_png(path: Path) -> None:

@@ -1,0 +1,104 @@
+"""Every schema this project has written reads into the current model (real runs in fixtures/runs), older runs
+compare and trend against a new one, and a malformed run is refused by name."""
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from reports.comparison.changes import compare_metrics
+from reports.comparison.comparable import previous_comparable, why_not_comparable
+from reports.comparison.trend import trend
+from reports.store.model import SCHEMA, Results, encode
+from reports.store.runs import RunError, load_results, readable_runs
+from reports.store.writer import dump_json, write_run
+from tests.pytest_run import ROOT
+from tests.reports.builders import results
+
+FIXTURES = ROOT / "fixtures" / "runs"
+SCHEMAS = {"20261125T134329Z": 1, "20261125T134518Z": 2, "20261125T134618Z": 3, "20261125T134732Z": 4}
+METHODS = {1: 2, 2: 2, 3: 3, 4: 4}  # runs before the method was recorded measured by method 2
+
+
+@pytest.mark.parametrize("name, schema", SCHEMAS.items())
+def test_every_schema_reads_into_the_current_model(name, schema):
+    raw = json.loads((FIXTURES / name / "results.json").read_text())
+    assert raw["schema"] == schema, "the fixture is the schema it says"
+    run = load_results(FIXTURES / name)
+    assert isinstance(run, Results) and run.schema == SCHEMA and run.upgraded.from_schema == schema
+    assert run.run.name == name and run.run.setup.method == METHODS[schema], run.run.setup
+    assert run.run.setup.devices == ("cpu: AMD EPYC",) and run.run.setup.world_size == 2, run.run.setup
+    assert set(run.metrics) == set(raw["metrics"]), "every metric of the file is read"
+    assert [c.passed for c in run.conformance] == [c["passed"] for c in raw["conformance"]]
+    assert run.verdict is None and run.comparison is None, "nothing was decided and stored then"
+
+
+def test_schema_4_records_read_whole_and_older_ones_are_named_as_left_out():
+    current = load_results(FIXTURES / "20261125T134732Z")
+    assert current.upgraded.left_out == (), current.upgraded
+    assert len(current.benchmarks.busbw) == 4 and current.benchmarks.overlap[0].sampling.rounds == 3
+    assert current.settings.busbw.sizes == (1024, 4096) and len(current.nodes) == 1
+    older = load_results(FIXTURES / "20261125T134518Z")
+    assert older.benchmarks.busbw == () and any("busbw: 4 records of schema 2" in line
+                                                 for line in older.upgraded.left_out), older.upgraded
+
+
+def test_schema_1_metrics_count_as_they_were_judged_then():
+    metrics = load_results(FIXTURES / "20261125T134329Z").metrics
+    failed = metrics["conformance/suites/layout/test_golden.py/reference/failed"]
+    assert failed.exact and failed.gated and failed.figure is None
+    busbw = next(m for k, m in metrics.items() if k.startswith("busbw/"))
+    assert busbw.gated and not busbw.exact and busbw.figure is None, "any schema-1 metric could fail the job"
+
+
+def test_a_new_run_compares_with_last_nights_schema_4_run(tmp_path):
+    """Last night's run (schema 4) and tonight's (current) share a setup, so the gate reads both."""
+    shutil.copytree(FIXTURES, tmp_path / "runs")
+    old = load_results(FIXTURES / "20261125T134732Z")
+    new = replace(old, run=replace(old.run, name="20261126T000000Z"), upgraded=None)
+    write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
+    found, passed = previous_comparable(tmp_path / "runs", new.run.name, load_results(tmp_path / "runs" / new.run.name))
+    assert found[0] == "20261125T134732Z" and passed == [], (found, passed)
+    changes = compare_metrics(found[1].metrics, new.metrics)
+    assert changes and all(c.status == "unchanged" for c in changes), [c for c in changes if c.status != "unchanged"]
+    assert why_not_comparable(load_results(FIXTURES / "20261125T134618Z"), new) == "method 3 -> 4", (
+        "an earlier method is another setup, named")
+
+
+def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
+    shutil.copytree(FIXTURES, tmp_path / "runs")
+    old = load_results(FIXTURES / "20261125T134732Z")
+    new = replace(old, run=replace(old.run, name="20261126T000000Z"), upgraded=None)
+    write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
+    runs = readable_runs(tmp_path / "runs")
+    assert [n for n, _ in runs] == [*SCHEMAS, "20261126T000000Z"], "every run is readable"
+    series = {(s.setup, s.key): s for s in trend(runs)}
+    method_4 = [s for (setup, _), s in series.items() if "method" not in setup]
+    assert method_4 and all([p.run for p in s.points] == ["20261125T134732Z", "20261126T000000Z"]
+                            for s in method_4 if len(s.points) > 1), "last night and tonight are one series"
+
+
+@pytest.mark.parametrize("damage, where", [
+    (lambda d: d.pop("run"), "$.run: got None"),
+    (lambda d: d["metrics"].update({"step_time/reference/ratio_to_torch_ddp": 1.02}),
+     "$.metrics.step_time/reference/ratio_to_torch_ddp: got 1.02, but should be Metric"),
+    (lambda d: d["run"].pop("backend"), "$.run.backend: got None, but should be a str"),
+    (lambda d: d.update(schema=9), "got schema 9, but should be one of 1, 2, 3, 4, 5"),
+])
+def test_a_malformed_run_is_refused_naming_the_schema_the_run_and_the_field(tmp_path, damage, where):
+    data = json.loads((FIXTURES / "20261125T134732Z" / "results.json").read_text())
+    damage(data)
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "results.json").write_text(json.dumps(data))
+    with pytest.raises(RunError) as caught:
+        load_results(tmp_path / "r")
+    assert "run r" in str(caught.value) and where in str(caught.value), str(caught.value)
+
+
+def test_a_current_run_is_read_strictly():
+    data = encode(results())
+    data["run"]["surprise"] = 1
+    from reports.store.upgrade import upgrade
+    with pytest.raises(ValueError, match=r"\$.run: got keys \['surprise'\]"):
+        upgrade(data)
