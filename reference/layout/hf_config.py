@@ -85,8 +85,8 @@ def apply_sets(fields: dict[str, Any], sets: Sequence[tuple[list[str], Any]],
 
 def transformers_module():
     """``transformers``, offline; or the error that says how to install it."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ["HF_HUB_OFFLINE"] = "1"  # building from a config never needs the hub: never ask it
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         return importlib.import_module("transformers")
