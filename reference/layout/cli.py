@@ -1,15 +1,22 @@
-"""``python -m reference.layout``: plan a real model's buffers without allocating memory."""
+"""``python -m reference.layout``: plan a model's buffers without allocating memory.
+
+The model is one of the catalogue's, one flat tensor, a Hugging Face
+``config.json`` or any ``torch.nn.Module`` a factory of yours returns; the last
+two are built on the meta device (shapes only) and read by ``from_module``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Sequence
 
 import torch
 
 from .catalog import model_names, model_specs
+from .from_module import read_module
 from .planner import LayoutConfig, ModelLayout, ParamSpec, default_bucket_size, plan_layout
 from .policies import HIGH_BUSBW_ALIGNMENT, POLICIES
 
@@ -21,6 +28,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", choices=model_names(), help="a model from fixtures/models.json")
     what.add_argument("--numel", type=int, help="one flat parameter of this many elements")
+    what.add_argument("--config", metavar="PATH",
+                      help="a Hugging Face config.json, or a directory holding one (needs transformers)")
+    what.add_argument("--module", metavar="PKG.MOD:FACTORY",
+                      help="a callable of yours, importable from the current directory, that takes no "
+                      "arguments and returns a torch.nn.Module (built on the meta device)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --config: override a config field (value parsed as JSON when it parses, "
+                        "else a string); repeatable, a dotted key reaches into a nested field")
     parser.add_argument("--dp", type=int, default=8, help="data-parallel size (default 8)")
     parser.add_argument(
         "--ep", type=int, default=1,
@@ -32,7 +47,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="elements per bucket (default: upstream's max(40M, 1M * dp)); 0 for one bucket",
     )
     parser.add_argument("--policy", choices=list(POLICIES), default="padded")
-    parser.add_argument("--dtype", choices=list(DTYPES), default="bf16")
+    parser.add_argument("--dtype", choices=list(DTYPES), default="bf16",
+                        help="the dtype every param is planned in (default bf16)")
     parser.add_argument("--grad-reduce-in-fp32", action="store_true")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--summary", action="store_true", help="totals only, no per-bucket rows")
@@ -41,7 +57,43 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--numel: got {args.numel}, but should be >= 1")
     if args.ep < 1 or args.dp % args.ep:
         parser.error(f"--ep: got {args.ep}, but should be a divisor of --dp {args.dp}")
+    if args.set and args.config is None:
+        parser.error(f"--set: got {args.set[0]!r}, but --set overrides fields of a --config only")
     return args
+
+
+def read_specs(args: argparse.Namespace, dtype: torch.dtype) -> tuple[str, list[ParamSpec], dict | None]:
+    """A label for the model, one rank's params, and what reading a built model found (None otherwise)."""
+    if args.model:
+        return args.model, model_specs(args.model, dtype, ep=args.ep), None
+    if args.numel is not None:
+        return f"flat {args.numel}", [ParamSpec("flat", (args.numel,), dtype)], None
+    if args.config is not None:
+        from .hf_config import build_meta_model
+
+        label, module = build_meta_model(args.config, args.set)
+    else:
+        from .from_factory import build_from_factory
+
+        label, module = build_from_factory(args.module)
+    reading = read_module(module, dtype, ep=args.ep)
+    if not reading.specs:
+        raise ValueError(f"model: {label} has no trainable parameter ({reading.frozen} frozen), "
+                         "but should have at least one")
+    found = {"tensors": len(reading.specs), "frozen": reading.frozen,
+             "tied": {name: list(others) for name, others in reading.ties.items()},
+             "experts": list(reading.experts)}
+    return label, list(reading.specs), found
+
+
+def policy_rows(specs: Sequence[ParamSpec], config: LayoutConfig) -> list[dict]:
+    """Every padding policy's cost at the same dp and bucket size, side by side."""
+    rows = []
+    for name in POLICIES:
+        summary = totals(plan_layout(specs, replace(config, policy=name)))
+        rows.append({"policy": name, "chosen": "*" if name == config.policy else "",
+                     **{k: summary[k] for k in ("buckets", "numel", "padding", "padding_pct")}})
+    return rows
 
 
 def bucket_rows(layout: ModelLayout) -> list[dict]:
@@ -84,19 +136,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     dtype = DTYPES[args.dtype]
     bucket_size = default_bucket_size(args.dp) if args.bucket_size is None else args.bucket_size or None
     try:
-        specs = (model_specs(args.model, dtype, ep=args.ep) if args.model
-                 else [ParamSpec("flat", (args.numel,), dtype)])
         config = LayoutConfig(args.dp, args.policy, bucket_size, args.grad_reduce_in_fp32,
                               expert_dp=args.dp // args.ep)
+        label, specs, found = read_specs(args, dtype)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message
         return 2
     layout = plan_layout(specs, config)
-    rows, summary = bucket_rows(layout), totals(layout)
-    header = {"model": args.model or f"flat {args.numel}", "dp": args.dp, "ep": args.ep, "policy": args.policy,
+    rows, summary, policies = bucket_rows(layout), totals(layout), policy_rows(specs, config)
+    header = {"model": label, "dp": args.dp, "ep": args.ep, "policy": args.policy,
               "bucket_size": bucket_size, "dtype": args.dtype}
     if args.json:
-        out = {"config": header, "totals": summary}
+        compared = {row["policy"]: {k: v for k, v in row.items() if k not in ("policy", "chosen")}
+                    for row in policies}
+        out = {"config": header, **({"read": found} if found else {}), "totals": summary,
+               "policies": compared}
         if not args.summary:
             out["buckets"] = rows
         print(json.dumps(out, indent=2))
@@ -104,8 +158,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tabulate import tabulate
 
     print(" ".join(f"{k}={v}" for k, v in header.items()))
+    if found:
+        print(describe(found, args.ep))
     if not args.summary:
         print(tabulate(rows, headers="keys", tablefmt="github", intfmt=","))
         print()
     print(tabulate([summary], headers="keys", tablefmt="github", intfmt=",", floatfmt=".4f"))
+    print()
+    print(tabulate(policies, headers="keys", tablefmt="github", intfmt=",", floatfmt=".4f"))
     return 0
+
+
+def describe(found: dict, ep: int) -> str:
+    """One line on what was read: tensors, ties, frozen params, experts."""
+    ties = "; ".join(f"{name} = {', '.join(others)}" for name, others in found["tied"].items())
+    experts = ", ".join(f"{n} ({n // ep} on this rank)" for n in sorted(set(found["experts"])))
+    return (f"read: {found['tensors']} trainable tensors, {found['frozen']} frozen left out, "
+            f"tied (counted once): {ties or 'none'}, experts per layer: {experts or 'none'}")
