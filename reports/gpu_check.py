@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from datamodel import doc, from_json, to_json
 from ranks.settings import outside_torchrun
 
 from .failure_causes import Cause, cause_of, causes_in_junit, causes_markdown
@@ -133,17 +134,29 @@ def plan(out: Path, gpus: int, python: str = sys.executable) -> list[Step]:
     return steps
 
 
-def environment() -> dict:
-    """What this node runs: versions, GPUs, and the optional packages it lacks."""
+@dataclass(frozen=True)
+class Environment:
+    """What a node runs: versions, GPUs, and the optional packages it lacks."""
+
+    python: str = doc("Python's version")
+    torch: str = doc("torch's version")
+    cuda_build: str | None = doc("the CUDA torch was built with; null for a CPU build")
+    cuda_available: bool = doc("whether CUDA works here")
+    gpus: int = doc("CUDA devices torch sees")
+    gpu_names: tuple[str, ...] = doc("their names")
+    nccl: str | None = doc("NCCL's version; null without CUDA")
+    missing: tuple[str, ...] = doc("optional packages not installed")
+
+
+def environment() -> Environment:
     import torch
 
-    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda_build": torch.version.cuda,
-            "cuda_available": torch.cuda.is_available(), "gpus": torch.cuda.device_count(),
-            "gpu_names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-            "nccl": None, "missing": [m for m in OPTIONAL if _missing(m)]}
-    if torch.cuda.is_available():
-        info["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version()[:3])
-    return info
+    cuda = torch.cuda.is_available()
+    return Environment(python=platform.python_version(), torch=torch.__version__, cuda_build=torch.version.cuda,
+                       cuda_available=cuda, gpus=torch.cuda.device_count(),
+                       gpu_names=tuple(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())),
+                       nccl=".".join(str(v) for v in torch.cuda.nccl.version()[:3]) if cuda else None,
+                       missing=tuple(m for m in OPTIONAL if _missing(m)))
 
 
 def _missing(module: str) -> bool:
@@ -198,11 +211,11 @@ def findings(step: Step, text: str, out: Path) -> str:
 
 def _environment_line(text: str) -> str:
     try:
-        env = json.loads(text)
+        env = from_json(Environment, json.loads(text))
     except ValueError:
         return "could not describe the environment"
-    return (f"Python {env['python']}, torch {env['torch']} (CUDA {env['cuda_build']}), NCCL {env['nccl']}, "
-            f"{env['gpus']} GPU(s) {', '.join(env['gpu_names'])}; missing: {', '.join(env['missing']) or 'none'}")
+    return (f"Python {env.python}, torch {env.torch} (CUDA {env.cuda_build}), NCCL {env.nccl}, "
+            f"{env.gpus} GPU(s) {', '.join(env.gpu_names)}; missing: {', '.join(env.missing) or 'none'}")
 
 
 def summary_markdown(steps: Sequence[Step], total_s: float) -> str:
@@ -226,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.environment:
-        print(json.dumps(environment()))
+        print(json.dumps(to_json(environment())))
         return 0
     if args.out is None:
         parser.error("--out: got nothing, but should be a directory for the check's files")

@@ -1,4 +1,4 @@
-"""Padding overhead of real models under each policy, beside the seed's figures: ``python -m reports.overhead``.
+"""Padding overhead of real models under each policy, beside the design notes' figures: ``python -m reports.overhead``.
 
 What is computed and how: ``benchmarks.padding``.
 """
@@ -9,7 +9,8 @@ import argparse
 import json
 from typing import Sequence
 
-from benchmarks.padding import SEED_CLAIMS, overhead_table
+from benchmarks.padding import NOTES_CLAIMS, overhead_table
+from datamodel import to_json
 
 from .render.padding import render_markdown
 
@@ -17,13 +18,13 @@ from .render.padding import render_markdown
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.overhead", description=__doc__)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--seed-rows-only", action="store_true",
-                        help="only the (model, dp) pairs the seed's table lists")
+    parser.add_argument("--notes-rows-only", action="store_true",
+                        help="only the (model, dp) pairs the design notes' table lists")
     args = parser.parse_args(argv)
     rows = overhead_table()
-    if args.seed_rows_only:
-        rows = [r for r in rows if (r["model"], r["dp"]) in SEED_CLAIMS]
-    print(json.dumps(rows, indent=2) if args.json else render_markdown(rows))
+    if args.notes_rows_only:
+        rows = [r for r in rows if (r.model, r.dp) in NOTES_CLAIMS]
+    print(json.dumps(to_json(rows), indent=2) if args.json else render_markdown(rows))
     return 0
 
 

@@ -5,7 +5,8 @@ them as the conformance matrix)."""
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from datamodel import doc
 
@@ -40,16 +41,6 @@ def family_of(nodeid: str) -> str:
     return "other"
 
 
-def tally(families: dict, nodeid: str, outcome: str, note: str = "") -> None:
-    """Count one test's outcome in its family; keep the reasons of skips and xfails, and the first failure."""
-    entry = families.setdefault(family_of(nodeid), {**{o: 0 for o in OUTCOMES}, "reasons": {}, "first_failure": ""})
-    entry[outcome] += 1
-    if outcome in ("skipped", "xfailed") and note:
-        entry["reasons"][note] = entry["reasons"].get(note, 0) + 1
-    if outcome == "failed" and not entry["first_failure"]:
-        entry["first_failure"] = f"{nodeid.split('::')[-1]}: {note}"[:160]
-
-
 @dataclass(frozen=True)
 class FamilyTally:
     """One family's outcomes in a suite run."""
@@ -62,6 +53,46 @@ class FamilyTally:
     first_failure: str = doc("the first failed test and its message, cut to 160 characters")
 
 
-def frozen_families(families: dict[str, dict]) -> dict[str, FamilyTally]:
+@dataclass
+class Counting:
+    """A family's outcomes as they are counted, test by test or run by run."""
+
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    xfailed: int = 0
+    reasons: Counter = field(default_factory=Counter)
+    first_failure: str = ""
+
+    def count(self, nodeid: str, outcome: str, note: str = "") -> None:
+        """One test's outcome; the reasons of skips and xfails, and the first failure, kept."""
+        setattr(self, outcome, getattr(self, outcome) + 1)
+        if outcome in ("skipped", "xfailed") and note:
+            self.reasons[note] += 1
+        if outcome == "failed" and not self.first_failure:
+            self.first_failure = f"{nodeid.split('::')[-1]}: {note}"[:160]
+
+    def add(self, tally: FamilyTally) -> None:
+        """Another run's tally of the same family."""
+        for outcome in OUTCOMES:
+            setattr(self, outcome, getattr(self, outcome) + getattr(tally, outcome))
+        self.reasons.update(tally.reasons)
+        self.first_failure = self.first_failure or tally.first_failure
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, o) for o in OUTCOMES)
+
+    def frozen(self) -> FamilyTally:
+        return FamilyTally(self.passed, self.failed, self.skipped, self.xfailed, dict(self.reasons),
+                           self.first_failure)
+
+
+def tally(families: dict[str, Counting], nodeid: str, outcome: str, note: str = "") -> None:
+    """Count one test's outcome in its family."""
+    families.setdefault(family_of(nodeid), Counting()).count(nodeid, outcome, note)
+
+
+def frozen_families(families: dict[str, Counting]) -> dict[str, FamilyTally]:
     """The tallies ``tally`` kept, as records."""
-    return {name: FamilyTally(**entry) for name, entry in families.items()}
+    return {name: counting.frozen() for name, counting in families.items()}

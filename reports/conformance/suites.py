@@ -32,7 +32,7 @@ from datamodel import doc
 from ranks.groups import visible_devices_before_hiding
 from ranks.settings import WORLD_SIZE_ENV, outside_torchrun
 
-from .families import FamilyTally, frozen_families, tally
+from .families import Counting, FamilyTally, frozen_families, tally
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_
         if xml_path.exists():
             _read_junit(xml_path, outcomes)
         elif code not in (0, 5):
-            outcomes.counts["errors"] += 1
+            outcomes.count("errors")
             outcomes.failures.append(f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}")
     return outcomes.run(suite, impl, _header_line(stdout), code)
 
@@ -114,7 +114,10 @@ class Outcomes:
     failed_ids: list[str] = field(default_factory=list)
     crashed_ids: list[str] = field(default_factory=list)
     skip_reasons: dict[str, int] = field(default_factory=dict)
-    families: dict[str, dict] = field(default_factory=dict)
+    families: dict[str, Counting] = field(default_factory=dict)
+
+    def count(self, outcome: str) -> None:
+        self.counts[outcome] += 1
 
     def run(self, suite: str, impl: str, header: str, exit_code: int) -> SuiteRun:
         return SuiteRun(suite, impl, header, **self.counts, seconds=self.seconds, failures=tuple(self.failures),
@@ -182,7 +185,7 @@ def _read_junit(path: Path, result: Outcomes) -> None:
                 result.failed_ids.append(_node_id(case))
                 if crashed(child.get("message") or "", child.text or ""):
                     result.crashed_ids.append(_node_id(case))
-        result.counts[outcome] += 1
+        result.count(outcome)
         tally(result.families, _node_id(case), "failed" if outcome == "errors" else outcome, note)
 
 

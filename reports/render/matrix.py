@@ -14,35 +14,19 @@ implementation's runs of both suites and shows one cell per family:
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..conformance.families import FAMILIES, OUTCOMES, FamilyTally
+from ..conformance.families import FAMILIES, Counting
 from ..conformance.suites import SuiteRun
 from .table import table
 
 
-@dataclass
-class Cell:
-    """One implementation's tallies of one family, over every suite run of it."""
-
-    counts: Counter = field(default_factory=Counter)
-    reasons: Counter = field(default_factory=Counter)
-    first_failure: str = ""
-
-    def add(self, tally: FamilyTally) -> None:
-        self.counts.update({o: getattr(tally, o) for o in OUTCOMES})
-        self.reasons.update(tally.reasons)
-        self.first_failure = self.first_failure or tally.first_failure
-
-
-def merged(results: Sequence[SuiteRun]) -> dict[str, dict[str, Cell]]:
+def merged(results: Sequence[SuiteRun]) -> dict[str, dict[str, Counting]]:
     """implementation label -> family -> the tallies of every suite run of that implementation."""
-    out: dict[str, dict[str, Cell]] = {}
+    out: dict[str, dict[str, Counting]] = {}
     for r in results:
         for family, tally in r.families.items():
-            out.setdefault(r.label, {}).setdefault(family, Cell()).add(tally)
+            out.setdefault(r.label, {}).setdefault(family, Counting()).add(tally)
     return out
 
 
@@ -61,16 +45,15 @@ class Notes:
         return "\n".join(f"{i}. {t}" for i, t in enumerate(self.texts, 1))
 
 
-def cell(entry: Cell | None, notes: Notes) -> str:
-    if not entry or not any(entry.counts[o] for o in OUTCOMES):
+def cell(entry: Counting | None, notes: Notes) -> str:
+    if not entry or not entry.total:
         return "n/a"
-    counts = entry.counts
-    if counts["failed"]:
-        return f"FAIL {counts['failed']} of {sum(counts[o] for o in OUTCOMES)} {notes.cite(entry.first_failure)}"
-    xfails = counts["xfailed"]
+    if entry.failed:
+        return f"FAIL {entry.failed} of {entry.total} {notes.cite(entry.first_failure)}"
+    xfails = entry.xfailed
     common = entry.reasons.most_common(1)[0][0] if entry.reasons else ""
-    if counts["passed"]:
-        return f"pass {counts['passed']}" + (f", xfail {xfails}" if xfails else "")
+    if entry.passed:
+        return f"pass {entry.passed}" + (f", xfail {xfails}" if xfails else "")
     if xfails:
         return f"xfail {xfails} {notes.cite(common)}"
     return f"skip {notes.cite(common)}"
