@@ -28,7 +28,7 @@ from suites.impls import load_implementation
 from .cases import Case, params
 from .compare import agreed, assert_close
 from .models import batch, loss_fn, make_model
-from .training import Side, local_model
+from .training import UnderTest, local_model
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -72,7 +72,7 @@ def scaled(grads: dict[str, torch.Tensor], world_size: int) -> dict[str, torch.T
     return {n: g * (1.0 / world_size) for n, g in grads.items()}
 
 
-def compare_owned(ctx, ours: Side, expected: dict[str, torch.Tensor], what: str) -> None:
+def compare_owned(ctx, ours: UnderTest, expected: dict[str, torch.Tensor], what: str) -> None:
     def check() -> None:
         compared = 0
         for name, got, where in ours.reduced_grads():
@@ -84,7 +84,7 @@ def compare_owned(ctx, ours: Side, expected: dict[str, torch.Tensor], what: str)
 
 def check_fp32_accumulating_reduce_scatter(ctx, case: Case) -> None:
     impl = load_implementation(ctx.impl_spec)
-    ours = Side(case, ctx, impl)
+    ours = UnderTest(case, ctx, impl)
     ours.sync(ours.backward(0, 0))
     ranks = [scaled(g, ctx.world_size) for g in every_ranks(ctx, local_grads(ctx, case, lambda name: False))]
     expected = {n: torch.stack([r[n] for r in ranks]).sum(dim=0, dtype=torch.float32).to(torch.bfloat16)
@@ -96,7 +96,7 @@ def check_fp32_local_accumulation(ctx, case: Case) -> None:
     if ctx.world_size != 2:
         pytest.skip(f"the expected bf16 sum over ranks has one rounding order only at two ranks, got {ctx.world_size}")
     impl = load_implementation(ctx.impl_spec)
-    ours = Side(case, ctx, impl)
+    ours = UnderTest(case, ctx, impl)
     ours.sync(ours.backward(0, 0))
     config = case.ddp_config()
     first, second = (scaled(g, 2) for g in every_ranks(ctx, local_grads(ctx, case, config.accumulates_in_fp32)))

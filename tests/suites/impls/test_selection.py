@@ -54,9 +54,11 @@ def test_inexpressible_configuration_is_skipped_at_collection_with_its_reason():
     assert proc.returncode == 0, proc.stdout[-2000:]
     for reason in ("'padded' policy", "'high-busbw' policy", "'shard-aligned' policy"):
         assert f"the fake knows no {reason}" in proc.stdout, f"skip reasons: got {proc.stdout[-1500:]}"
-    assert re.search(r"test_no_sync.py:\d+: the fake knows no 'padded' policy", proc.stdout), proc.stdout[-1500:]
-    # 28 packed matrix rows pass; 28 padded rows, the design notes' 6 cases, the high-busbw divisor beyond dp = 2**16, the
-    # padded no_sync cases and the packed ones (world size 1 has no peers to keep grads from) skip.
+    reason = r"test_no_sync.py:\d+: policy: the fake knows no 'padded' policy"
+    assert re.search(reason, proc.stdout), proc.stdout[-1500:]
+    # 28 packed matrix rows pass; 28 padded rows, the design notes' 6 cases, the high-busbw divisor beyond
+    # dp = 2**16, the padded no_sync cases and the packed ones (world size 1 has no peers to keep grads
+    # from) skip.
     assert "28 passed, 39 skipped" in proc.stdout, proc.stdout[-600:]
 
 
