@@ -104,7 +104,18 @@ def check_fp32_local_accumulation(ctx, case: Case) -> None:
     compare_owned(ctx, ours, expected, "microbatches added in fp32 where the patterns match, bf16 elsewhere")
     if case.policy == "packed":  # every rank holds every reduced grad: the fp32 main_grad gets all of it back
         agreed(ctx, lambda: [check_fp32_main_grad(ctx, name, param, expected[name])
-                             for name, param in ours.model.named_parameters() if config.accumulates_in_fp32(name)])
+                             for name, param in fp32_accumulating(ours.model, config, ctx.rank)])
+
+
+def fp32_accumulating(model: torch.nn.Module, config, rank: int) -> list[tuple[str, torch.nn.Parameter]]:
+    """The params ``config`` accumulates in an fp32 ``main_grad`` of their own; fails where none is, for a
+    check over none of them would check nothing."""
+    named = list(model.named_parameters())
+    matching = [(name, param) for name, param in named if config.accumulates_in_fp32(name)]
+    patterns = config.param_name_patterns_for_fp32_local_accumulation
+    assert matching, (f"rank {rank} params matching {patterns}: got 0 of {len(named)} "
+                      f"({', '.join(n for n, _ in named)}), but should check at least one")
+    return matching
 
 
 def check_fp32_main_grad(ctx, name: str, param: torch.Tensor, expected: torch.Tensor) -> None:
@@ -113,19 +124,18 @@ def check_fp32_main_grad(ctx, name: str, param: torch.Tensor, expected: torch.Te
     assert_close(got, expected.float(), None, f"rank {ctx.rank} {name}.main_grad after the sync (the reduced grad)")
 
 
+def check_fp32_main_grads_are_zero(model: torch.nn.Module, config, rank: int) -> None:
+    for name, param in fp32_accumulating(model, config, rank):
+        nonzero = int((param.main_grad != 0).sum())
+        assert nonzero == 0, (f"rank {rank} {name}.main_grad after wrap: got {nonzero} nonzero of "
+                              f"{param.numel()} elements, but should be all zeros (a backward adds onto it)")
+
+
 def check_fp32_main_grads_start_at_zero(ctx, case: Case) -> None:
     impl = load_implementation(ctx.impl_spec)
     model, config = local_model(case, ctx), case.ddp_config()
     impl.wrap(model, config, recording(ctx.group), ctx.control_group)  # and no zero_grad_buffer() yet
-
-    def check() -> None:
-        for name, param in model.named_parameters():
-            if config.accumulates_in_fp32(name):
-                nonzero = int((param.main_grad != 0).sum())
-                assert nonzero == 0, (
-                    f"rank {ctx.rank} {name}.main_grad after wrap: got {nonzero} nonzero of {param.numel()} "
-                    "elements, but should be all zeros (a backward adds onto it)")
-    agreed(ctx, check)
+    agreed(ctx, lambda: check_fp32_main_grads_are_zero(model, config, ctx.rank))
 
 
 @pytest.mark.parametrize("case", params(REDUCE_SCATTER))
