@@ -3,17 +3,22 @@
 ``--impl NAME`` (or ``DDPC_IMPL``) picks the implementation; the report header
 names it and its version, with the lines of its ``report_lines()`` where it has
 one. This is the one place where tests are skipped for what the implementation
-lacks, with the reason, in this order:
+lacks, with the reason (``suites.impls.support.why_not``, which reads the
+implementation's table ``lacks``), in this order:
 
 1. the implementation is unavailable here (e.g. not installed);
 2. a capability level named in the test's ``requires`` marker is missing;
 3. a configuration the test needs cannot be expressed: every configuration
    named in ``requires`` and every parametrized value that is one (a
-   ``LayoutConfig``, a ``DDPConfig``, or anything with ``unsupported_by(impl)``,
-   such as a multigpu ``Case``) is put to the implementation's ``unsupported``;
+   ``LayoutConfig``, a ``DDPConfig``, or a need that asks itself, such as a
+   multigpu ``Case``);
 4. its expectation list (``fixtures/expectations/<name>.toml``, or the file
    of the name in its optional ``expectations`` attribute, for peers sharing
-   one) skips or xfails the test, for what ``unsupported`` cannot say.
+   one) skips or xfails the test, for what its table cannot say.
+
+A suite of which nothing ran (every test skipped) says so in one line at the
+end of the session, with why: skips are not failures, so the exit status
+stays pytest's, but a run that checked nothing must not read as a pass.
 """
 
 from __future__ import annotations
@@ -32,10 +37,15 @@ from reference.layout import LayoutConfig
 
 from .expectations import Expectation, load_expectations
 from .impls import load_implementation
-from .impls.protocol import CAPABILITIES, knobs_used, undeclared_knobs
+from .impls.protocol import CAPABILITIES, ReportsLines, SharesExpectations
+from .impls.support import AsksItself, levels, provides, why_not
 
 IMPL_ENV = "DDPC_IMPL"
 PROFILE_ENV = "DDPC_HYPOTHESIS_PROFILE"
+SUITE_LEVELS = {"suites/layout": "layout", "suites/multigpu": "ddp"}
+"""Each suite (its directory) and the level it is about, which the end-of-session line names."""
+RAN = ("passed", "failed", "xfailed", "xpassed", "error")
+"""pytest's outcome categories of a test that ran (not skipped)."""
 
 settings.register_profile(
     "ci",
@@ -109,13 +119,12 @@ def _device(name: str) -> torch.device:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     impl = config._ddpc_impl
-    levels = ", ".join(sorted(impl.capabilities))
-    lines = [f"implementation under test: {impl.name} {impl.version} (levels: {levels})"]
+    lines = [f"implementation under test: {impl.name} {impl.version} (levels: {_levels(impl)})"]
     if config._ddpc_device.type != "cpu":
         lines.append(f"buffers allocated on: {config._ddpc_device}")
     if impl.unavailable:
         lines.append(f"  unavailable here: {impl.unavailable}")
-    lines += [f"  {line}" for line in getattr(impl, "report_lines", list)()]
+    lines += [f"  {line}" for line in (impl.report_lines() if isinstance(impl, ReportsLines) else [])]
     lines.append(f"hypothesis profile: {settings._current_profile}")
     return lines
 
@@ -123,10 +132,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _keep_only(config, items)
     impl = config._ddpc_impl
-    expectations = load_expectations(getattr(impl, "expectations", impl.name), version=impl.version)
+    name = impl.expectations if isinstance(impl, SharesExpectations) else impl.name
+    expectations = load_expectations(name, version=impl.version)
     used: set[Expectation] = set()
+    config._ddpc_checks = {item.nodeid for item in items if "impl" in getattr(item, "fixturenames", ())}
     for item in items:
-        if "impl" not in getattr(item, "fixturenames", ()):
+        if item.nodeid not in config._ddpc_checks:
             continue
         reason = missing_capability(impl, item)
         if reason:
@@ -151,8 +162,6 @@ def _keep_only(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 def missing_capability(impl, item: pytest.Item) -> str | None:
     """Why ``impl`` cannot run ``item`` (unavailable, a missing level, an inexpressible configuration)."""
-    if impl.unavailable:
-        return f"{impl.name}: {impl.unavailable}"
     needs = [need for marker in item.iter_markers("requires") for need in marker.args]
     for level in (n for n in needs if isinstance(n, str)):
         if level not in CAPABILITIES:
@@ -160,25 +169,48 @@ def missing_capability(impl, item: pytest.Item) -> str | None:
                 f"{item.nodeid}: requires({level!r}): got an unknown level, but should be one of "
                 f"{', '.join(CAPABILITIES)}"
             )
-        if level not in impl.capabilities:
-            return f"{impl.name} does not provide the {level!r} level ({CAPABILITIES[level]})"
+    levels_first = sorted(needs, key=lambda need: not isinstance(need, str))
     callspec = getattr(item, "callspec", None)
-    configurations = [n for n in needs if not isinstance(n, str)]
-    configurations += list(callspec.params.values()) if callspec else []
-    for need in configurations:
-        reason = unsupported_configuration(impl, need)
-        if reason:
-            return reason
-    return None
+    params = callspec.params.values() if callspec else ()
+    configurations = [p for p in params if isinstance(p, (LayoutConfig, DDPConfig, AsksItself))]
+    needs = [None, *levels_first, *configurations]
+    return next(filter(None, (why_not(impl, need) for need in needs)), None)
 
 
-def unsupported_configuration(impl, need) -> str | None:
-    """``impl``'s reason for not expressing ``need``, if ``need`` is a configuration at all: an upstream knob it
-    does not map, or its own ``unsupported``."""
-    if isinstance(need, (LayoutConfig, DDPConfig)):
-        return undeclared_knobs(impl, knobs_used(need)) or impl.unsupported(need)
-    ask = getattr(need, "unsupported_by", None)
-    return ask(impl) if callable(ask) else None
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """One line per suite of which nothing ran, with why (module docstring)."""
+    checks = getattr(config, "_ddpc_checks", set())  # none where collection stopped early
+    for line in nothing_checked(config._ddpc_impl, terminalreporter.stats, checks):
+        terminalreporter.write_line(line, yellow=True, bold=True)
+
+
+def nothing_checked(impl, stats: dict[str, list], checks: set[str]) -> list[str]:
+    """For each suite (``SUITE_LEVELS``) some check of which (a test of the implementation, ``checks``) was
+    collected and none ran, why nothing of it could be checked: the implementation lacks the suite's level,
+    is unavailable, or every check skipped for its own reason."""
+    def suite(report) -> str | None:
+        if report.nodeid not in checks:
+            return None
+        return next((s for s in SUITE_LEVELS if report.nodeid.startswith(f"{s}/")), None)
+
+    skipped = {suite(r) for r in stats.get("skipped", [])} - {None}
+    ran = {suite(r) for category in RAN for r in stats.get(category, [])}
+    lines = []
+    for name in sorted(skipped - ran):
+        level = SUITE_LEVELS[name]
+        if impl.unavailable:
+            why = f"{impl.name} is unavailable here ({impl.unavailable})"
+        elif not provides(impl, level):
+            why = f"{impl.name} does not provide it (levels: {_levels(impl)})"
+        else:
+            count = len({r.nodeid for r in stats["skipped"] if suite(r) == name})
+            why = f"all {count} of its checks were skipped, each for its own reason (pytest -rs lists them)"
+        lines.append(f"nothing of the {level} level could be checked: {why}")
+    return lines
+
+
+def _levels(impl) -> str:
+    return ", ".join(sorted(levels(impl))) or "none"
 
 
 def _warn_unmatched(config: pytest.Config, items, unmatched: list[Expectation]) -> None:

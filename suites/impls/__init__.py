@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 
-from .protocol import CAPABILITIES, LEVEL_METHODS, Implementation
+from .protocol import LEVEL_METHODS, Implementation
+from .support import check_table, levels
 from .wrap import PREFIX, WrappedFactory
 
 REGISTRY: dict[str, str] = {
@@ -39,19 +40,15 @@ def load_implementation(spec: str) -> Implementation:
             f"module path, or wrap:package.module:factory ({exc})"
         ) from exc
     impl = getattr(module, attribute or "implementation", None)
-    required = ["name", "version", "capabilities", "unavailable", "unsupported"]
-    for level in getattr(impl, "capabilities", ()):
-        required += LEVEL_METHODS.get(level, ())
-    missing = [a for a in required if not hasattr(impl, a)]
+    where = f"{module_name}.{attribute or 'implementation'}"
+    missing = [a for a in ("name", "version", "lacks", "unavailable") if not hasattr(impl, a)]
     if impl is None or missing:
-        raise ValueError(
-            f"--impl: {module_name}.{attribute or 'implementation'} is {impl!r}, but should be an "
-            f"object following suites.impls.protocol.Implementation (missing: {', '.join(missing)})"
-        )
-    unknown = set(impl.capabilities) - set(CAPABILITIES)
-    if unknown:
-        raise ValueError(
-            f"{impl.name}.capabilities: got unknown levels {sorted(unknown)}, but should be drawn "
-            f"from {', '.join(CAPABILITIES)}"
-        )
+        raise ValueError(f"--impl: {where} is {impl!r}, but should be an object following "
+                         f"suites.impls.protocol.Implementation (missing: {', '.join(missing)})")
+    check_table(impl)
+    missing = [m for level in levels(impl) for m in LEVEL_METHODS.get(level, ()) if not hasattr(impl, m)]
+    if missing:
+        raise ValueError(f"--impl: {where} provides the levels {sorted(levels(impl))}, but lacks their "
+                         f"methods {', '.join(missing)} (suites/impls/protocol.py); a level it does not "
+                         "provide is a row of its table `lacks`")
     return impl

@@ -32,7 +32,7 @@ DeepSpeed 0.19.8 runs on CPU and gloo as shipped.
 Mapped: ``bucket_size`` → ``reduce_bucket_size`` and ``allgather_bucket_size``
 (elements in both; one bucket: the model's size), ``overlap_grad_reduce`` →
 ``overlap_comm``, bf16 params → ``bf16.enabled``, ``grad_reduce_in_fp32`` →
-``communication_data_type`` fp32 (else bf16). ``unsupported`` names the rest,
+``communication_data_type`` fp32 (else bf16). Its table ``lacks`` names the rest,
 with what ZeRO does instead. ``gradient_accumulation_steps`` stays 1: the
 suites sum microbatch grads (``no_sync``), where DeepSpeed's accumulation
 divides each microbatch by the step count.
@@ -59,11 +59,11 @@ import torch
 import torch.distributed as dist
 
 from reference.config import DDPConfig
-from reference.layout import LayoutConfig
 from reference.process_groups import new_group
 
 from .agreed_read import COLLECTIVES, TORCH_POINTS, read_on_every_rank
 from .forwarding import GradsInParamsDDP
+from .support import Declared, Lack, refuse_unsupported, unmapped
 from .wrap import packed_records
 
 SHM_OP = "deepspeed_shm_comm"
@@ -77,34 +77,40 @@ PARTITIONING = {
 }
 
 
-def _common_unsupported(stage: int) -> dict:
-    return {
-        "policy": (lambda c: c.policy != "packed",
-                   f"ZeRO-{stage} {PARTITIONING[stage]}; it has no bucket padding policy (its gathered full "
-                   "grads are checked under 'packed')"),
-        "average_in_collective": (lambda c: c.average_in_collective,
-                                  "ZeRO scales each bucket by 1/dp around a SUM all-reduce "
-                                  "(gradient_predivide_factor only moves that scaling); it never reduces with AVG"),
-        "buckets_per_group": (lambda c: getattr(c, "buckets_per_group", 1) != 1,
-                              "ZeRO launches each reduce bucket (reduce_bucket_size elements) on its own"),
-        "check_for_nan_in_grad": (lambda c: getattr(c, "check_for_nan_in_grad", False),
-                                  "ZeRO has no check naming a param with NaN grads (its overflow check serves "
-                                  "fp16 loss scaling)"),
-    }
+def _common_lacks(stage: int) -> tuple[Lack, ...]:
+    no_buffer = f"ZeRO-{stage} {PARTITIONING[stage]}: no Megatron-style bucketed buffer"
+    return (
+        Lack("layout", no_buffer),
+        Lack("buffer", no_buffer),
+        Lack("shards", no_buffer),
+        Lack("validation", "DeepSpeed asserts rather than raising errors that name the field"),
+        Lack("expert", "DeepSpeed's MoE groups are its own: the adapter hands it no expert-data-parallel "
+                       "group"),
+        *unmapped((), "the adapter maps none of upstream's newer knobs onto DeepSpeed's config"),
+        Lack("policy", f"ZeRO-{stage} {PARTITIONING[stage]}; it has no bucket padding policy (its gathered "
+                       "full grads are checked under 'packed')", when=lambda policy: policy != "packed"),
+        Lack("average_in_collective", "ZeRO scales each bucket by 1/dp around a SUM all-reduce "
+                                      "(gradient_predivide_factor only moves that scaling); it never reduces "
+                                      "with AVG"),
+        Lack("buckets_per_group", "ZeRO launches each reduce bucket (reduce_bucket_size elements) on its own",
+             when=lambda n: n != 1),
+        Lack("check_for_nan_in_grad", "ZeRO has no check naming a param with NaN grads (its overflow check "
+                                      "serves fp16 loss scaling)"),
+    )
 
 
-STAGE_UNSUPPORTED = {
-    1: {"overlap_grad_reduce=True": (lambda c: c.overlap_grad_reduce,
-                                     "ZeRO-1 reduces every grad in one pass after the last grad of backward "
-                                     "(runtime/engine.py allreduce_gradients); nothing overlaps")},
-    2: {"overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce,
-                                      "ZeRO-2 reduces each bucket as soon as it fills during backward, with or "
-                                      "without overlap_comm (which only moves the reduction to a side stream)")},
-    3: {"overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce,
-                                      "ZeRO-3 reduce-scatters each bucket as soon as it fills during backward"),
-        "calculate_per_token_loss": (lambda c: c.calculate_per_token_loss,
-                                     "ZeRO-3 always averages over the data-parallel ranks: DeepSpeed refuses "
-                                     "gradient_allreduce_op='sum' with stage 3 (runtime/config.py:694-696)")},
+STAGE_LACKS = {
+    1: (Lack("overlap_grad_reduce=True",
+             "ZeRO-1 reduces every grad in one pass after the last grad of backward (runtime/engine.py "
+             "allreduce_gradients); nothing overlaps"),),
+    2: (Lack("overlap_grad_reduce=False",
+             "ZeRO-2 reduces each bucket as soon as it fills during backward, with or without overlap_comm "
+             "(which only moves the reduction to a side stream)"),),
+    3: (Lack("overlap_grad_reduce=False",
+             "ZeRO-3 reduce-scatters each bucket as soon as it fills during backward"),
+        Lack("calculate_per_token_loss",
+             "ZeRO-3 always averages over the data-parallel ranks: DeepSpeed refuses "
+             "gradient_allreduce_op='sum' with stage 3 (runtime/config.py:694-696)")),
 }
 
 
@@ -242,18 +248,16 @@ def collective_points() -> list:
     return TORCH_POINTS + [(comm, name) for name in (*COLLECTIVES, "reduce_scatter_fn") if hasattr(comm, name)]
 
 
-class DeepSpeedImplementation:
-    capabilities = frozenset({"ddp", "optimizer"})
-
+class DeepSpeedImplementation(Declared):
     def __init__(self, stage: int, zero_options: dict | None = None, name: str | None = None,
                  expectations: str | None = None) -> None:
-        if stage not in STAGE_UNSUPPORTED:
-            raise ValueError(f"stage: got {stage!r}, but should be one of {sorted(STAGE_UNSUPPORTED)}")
+        if stage not in STAGE_LACKS:
+            raise ValueError(f"stage: got {stage!r}, but should be one of {sorted(STAGE_LACKS)}")
         self.stage = stage
         self.zero_options = dict(zero_options or {})
         self.name = name or STAGES[stage]
         self.expectations = expectations or self.name  # fixtures/expectations/<this>.toml
-        self._unsupported = {**STAGE_UNSUPPORTED[stage], **_common_unsupported(stage)}
+        self.lacks = STAGE_LACKS[stage] + _common_lacks(stage)
         try:
             self.version = importlib.metadata.version("deepspeed")
             import deepspeed  # noqa: F401
@@ -264,16 +268,8 @@ class DeepSpeedImplementation:
         else:
             self.unavailable = None
 
-    def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
-        for knob, (used, why) in self._unsupported.items():
-            if used(config):
-                return f"{knob}: {why}"
-        return None
-
     def wrap(self, module, config: DDPConfig, group, agreement_group=None, expert_group=None) -> DeepSpeedDDP:
-        reason = self.unsupported(config)
-        if reason:
-            raise ValueError(f"config: {reason}")
+        refuse_unsupported(self, config)
         if expert_group is not None:
             raise ValueError("expert_group: got a group, but the deepspeed adapter does not claim the expert level")
         if dist.get_world_size(group) != dist.get_world_size():

@@ -15,6 +15,8 @@ import torch
 
 from reference.layout import LayoutRecord
 
+from .protocol import FinishesGradSync, HasNoSync, ZeroesGradBuffer
+
 
 class ForwardingDDP:
     """``raw``'s forward, ``no_sync``, ``finish_grad_sync`` and ``zero_grad_buffer``, as the suites call them.
@@ -35,13 +37,12 @@ class ForwardingDDP:
         return self.raw(*args, **kwargs)
 
     def no_sync(self):
-        no_sync = getattr(self.raw, "no_sync", None)
-        if no_sync is None:
+        if not isinstance(self.raw, HasNoSync):
             raise NotImplementedError(
                 f"no_sync: {type(self.raw).__name__} has none, but accumulating gradients over "
                 "microbatches needs a no_sync() context manager"
             )
-        return no_sync()
+        return self.raw.no_sync()
 
     def finish_grad_sync(self, **options) -> None:
         self.raw.finish_grad_sync(**options)
@@ -112,9 +113,8 @@ class GradsInParamsDDP(ForwardingDDP):
 
     def wait_for_reductions(self) -> None:
         """Call the wrapper's ``finish_grad_sync`` if it has one (torch DDP reduces within backward)."""
-        finish = getattr(self.raw, "finish_grad_sync", None)
-        if finish is not None:
-            finish()
+        if isinstance(self.raw, FinishesGradSync):
+            self.raw.finish_grad_sync()
 
     def finish_grad_sync(self) -> None:
         """Wait for the wrapper and check that every trainable param got a reduced grad."""
@@ -129,14 +129,14 @@ class GradsInParamsDDP(ForwardingDDP):
             buf.forget()
 
     def zero_grad_buffer(self) -> None:
-        zero = getattr(self.raw, "zero_grad_buffer", None)
-        if zero is not None:
-            zero()
+        zeroes_itself = isinstance(self.raw, ZeroesGradBuffer)
+        if zeroes_itself:
+            self.raw.zero_grad_buffer()
         for param in self.named.values():
             param.grad = None
             if self.source == "grad" and hasattr(param, "main_grad"):
                 del param.main_grad
-            elif zero is None and getattr(param, "main_grad", None) is not None:
+            elif not zeroes_itself and getattr(param, "main_grad", None) is not None:
                 param.main_grad.zero_()
         for buf in self.buffers:
             buf.forget()

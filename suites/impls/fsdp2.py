@@ -23,12 +23,12 @@ reduce-scattered after their backward. What the suites can ask of it:
     default reduce-scatter with AVG; without it FSDP2 is told to SUM and
     divide (``set_force_sum_reduction_for_comms``).
 
-Not claimed: ``layout``, ``buffer``, ``shards`` (no bucketed buffer: FSDP2's
-per-param dim-0 rule is checked by tests/suites/impls/test_fsdp2.py), ``expert``,
-``validation``. ``unsupported`` names the knobs it has no counterpart for.
+What it does not support is ``LACKS`` (``lacked``), each with the reason: no
+bucketed buffer (FSDP2's per-param dim-0 rule is checked by
+tests/suites/impls/test_fsdp2.py), and the knobs it has no counterpart for.
 
-``FSDP2Implementation`` takes the function that makes a unit and the reasons
-to skip, so ``suites/impls/replicate.py`` runs torch's ``replicate`` (built on
+``FSDP2Implementation`` takes the function that makes a unit and its table,
+so ``suites/impls/replicate.py`` runs torch's ``replicate`` (built on
 FSDP2's machinery) through this same adapter.
 """
 
@@ -42,31 +42,36 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 from reference.config import DDPConfig
-from reference.layout import LayoutConfig
 
 from .forwarding import GradsInParamsDDP
+from .support import Declared, Lack, refuse_unsupported, unmapped
 from .wrap import packed_records
 
 
-def unsupported_knobs(peer: str, padding: str, reduces: str) -> dict:
-    """The knobs an FSDP2-based wrapper has no counterpart for: ``padding`` and ``reduces`` say what it does."""
-    return {
-        "policy": (lambda c: c.policy != "packed", f"{peer} {padding}; it has no bucket padding policy"),
-        "grad_reduce_in_fp32": (lambda c: c.grad_reduce_in_fp32,
-                                f"{peer} keeps no fp32 main copy of bf16 params (its MixedPrecisionPolicy casts an "
-                                "fp32 model down for compute instead)"),
-        "overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce, f"{peer} always {reduces}"),
-        "buckets_per_group": (lambda c: getattr(c, "buckets_per_group", 1) != 1,
-                              f"{peer} groups params by module (its units), not buckets"),
-        "check_for_nan_in_grad": (lambda c: getattr(c, "check_for_nan_in_grad", False),
-                                  f"{peer} does not check grads for NaN"),
-        "overlap_param_gather": (lambda c: getattr(c, "overlap_param_gather", False),
-                                 f"{peer} prefetches its all-gathers itself"),
-    }
+def lacked(peer: str, padding: str, reduces: str) -> tuple[Lack, ...]:
+    """What an FSDP2-based wrapper does not support: ``padding`` and ``reduces`` say what it does instead."""
+    no_buffer = f"{peer} {padding}: no bucketed buffer"
+    return (
+        Lack("layout", no_buffer),
+        Lack("buffer", no_buffer),
+        Lack("shards", no_buffer),
+        Lack("expert", f"the adapter hands {peer} no expert-data-parallel group"),
+        Lack("validation", f"{peer}'s own errors are not held to the level's named-field form"),
+        *unmapped((), f"{peer} has none of upstream's newer knobs"),
+        Lack("policy", f"{peer} {padding}; it has no bucket padding policy",
+             when=lambda policy: policy != "packed"),
+        Lack("grad_reduce_in_fp32", f"{peer} keeps no fp32 main copy of bf16 params (its MixedPrecisionPolicy "
+                                    "casts an fp32 model down for compute instead)"),
+        Lack("overlap_grad_reduce=False", f"{peer} always {reduces}"),
+        Lack("buckets_per_group", f"{peer} groups params by module (its units), not buckets",
+             when=lambda n: n != 1),
+        Lack("check_for_nan_in_grad", f"{peer} does not check grads for NaN"),
+        Lack("overlap_param_gather", f"{peer} prefetches its all-gathers itself"),
+    )
 
 
-UNSUPPORTED = unsupported_knobs("FSDP2", "shards each param on dim 0 with its own padding",
-                                "reduce-scatters a unit's grads right after its backward")
+LACKS = lacked("FSDP2", "shards each param on dim 0 with its own padding",
+               "reduce-scatters a unit's grads right after its backward")
 
 
 def _full(tensor: torch.Tensor | None) -> torch.Tensor | None:
@@ -140,27 +145,18 @@ def _zeros_counted_here(grad: DTensor, rank: int) -> int:
     return 0
 
 
-class FSDP2Implementation:
+class FSDP2Implementation(Declared):
     """FSDP2, or another wrapper built on its machinery: ``apply(module, mesh=...)`` makes a unit."""
 
     version = torch.__version__
-    capabilities = frozenset({"ddp", "optimizer"})
     expectations = "fsdp2"  # FSDP2's own behaviour, whatever applies the units
 
-    def __init__(self, name: str = "fsdp2", apply=fully_shard, unsupported: dict = UNSUPPORTED,
+    def __init__(self, name: str = "fsdp2", apply=fully_shard, lacks: tuple[Lack, ...] = LACKS,
                  unavailable: str | None = None) -> None:
-        self.name, self.apply, self._unsupported, self.unavailable = name, apply, unsupported, unavailable
-
-    def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
-        for knob, (used, why) in self._unsupported.items():
-            if used(config):
-                return f"{knob}: {why}"
-        return None
+        self.name, self.apply, self.lacks, self.unavailable = name, apply, lacks, unavailable
 
     def wrap(self, module, config: DDPConfig, group, agreement_group=None, expert_group=None) -> FSDP2DDP:
-        reason = self.unsupported(config)
-        if reason:
-            raise ValueError(f"config: {reason}")
+        refuse_unsupported(self, config)
         records = packed_records(module)
         mesh = dist.device_mesh.DeviceMesh.from_group(group, next(module.parameters()).device.type)
         for child in module.children():

@@ -22,8 +22,9 @@ on a CPU, each named by the line it works around.
     L2 clipping and zero counting; upstream's ``finalize_model_grads`` with
     ``num_tokens``.
 
-Upstream's newer knobs (``protocol.KNOBS``) are declared in ``knobs`` where the
-installed version has them, and passed on under the same names:
+Upstream's newer knobs (``protocol.KNOBS``) are mapped where the installed
+version has them (the others are rows of its table ``lacks``), and passed on
+under the same names:
 ``num_distributed_optimizer_instances``, ``reduce_scatter_with_fp32_accumulation``
 and (0.19 on) ``param_name_patterns_for_fp32_local_accumulation`` to its DDP
 config, ``force_all_reduce`` to its ``finish_grad_sync``, (0.19 on)
@@ -40,6 +41,8 @@ Real differences, recorded rather than hidden (docs/peers.md):
 * it validates with bare ``assert`` statements: no ``validation`` level;
 * no ``shard-aligned`` policy, bucket groups by its own rule (not
   ``buckets_per_group``).
+
+The last three are ``LACKS``; the knobs the installed version lacks join them.
 """
 
 from __future__ import annotations
@@ -59,13 +62,23 @@ from . import megatron_buffers, megatron_cpu, megatron_fused
 from .forwarding import ForwardingDDP
 from .megatron_buffers import MegatronBuffer
 from .megatron_groups import process_groups
-from .protocol import KNOBS, NamedParams, knobs_used, undeclared_knobs
+from .protocol import KNOBS, NamedParams, knobs_used
+from .support import Declared, Lack, refuse_unsupported, unmapped, why_not
 
 POLICY_FLAGS = {  # policy -> (use_distributed_optimizer, pad_buckets_for_high_nccl_busbw)
     "packed": (False, False),
     "padded": (True, False),
     "high-busbw": (True, True),
 }
+LACKS = (
+    Lack("shards", "megatron-core fills its shard cache only inside start_grad_sync and start_param_sync, "
+                   "which issue collectives"),
+    Lack("validation", "megatron-core validates with bare assert statements"),
+    Lack("policy", "megatron-core has no {value!r} padding policy",
+         when=lambda policy: policy not in POLICY_FLAGS),
+    Lack("buckets_per_group", "megatron-core forms bucket groups by its own rule, not buckets_per_group",
+         when=lambda n: n != 1),
+)
 
 
 class MegatronDDP(ForwardingDDP):
@@ -171,10 +184,9 @@ def optimizer_config(make_optimizer, max_grad_norm: float | None, ddp: MegatronD
                      "only for torch.optim.SGD and torch.optim.Adam")
 
 
-class MegatronCoreImplementation:
+class MegatronCoreImplementation(Declared):
     name = "megatron"
-    capabilities = frozenset({"layout", "buffer", "ddp", "expert", "optimizer"})
-    knobs: frozenset[str] = frozenset()  # those the installed version has, once it imports
+    lacks = LACKS + unmapped((), "megatron-core cannot be imported here")  # until it imports (__init__)
 
     def __init__(self) -> None:
         self.version = megatron_cpu.installed_version() or "not installed"
@@ -195,7 +207,8 @@ class MegatronCoreImplementation:
         self._pgb = pgb
         self._config_cls = DistributedDataParallelConfig
         self._reduce_scatter_at_import = pgb.dist_reduce_scatter_func
-        self.knobs = upstream_knobs()
+        self.lacks = LACKS + unmapped(upstream_knobs(), f"megatron-core {self.version} has no such config "
+                                                        "field or finish_grad_sync argument")
 
     def reset_process_state(self) -> None:
         """Undo an earlier DDP's rebinding of upstream's module-level reduce-scatter (docs/peers.md, F1):
@@ -206,21 +219,12 @@ class MegatronCoreImplementation:
     def report_lines(self) -> list[str]:
         return [megatron_fused.report_line()]
 
-    def unsupported(self, config) -> str | None:
-        if config.policy not in POLICY_FLAGS:
-            return f"megatron-core has no {config.policy!r} padding policy"
-        if getattr(config, "buckets_per_group", 1) != 1:
-            return "megatron-core forms bucket groups by its own rule, not buckets_per_group"
-        return None
-
     def wrap(self, module, config, group, agreement_group=None, expert_group=None) -> MegatronDDP:
         from megatron.core.distributed import DistributedDataParallel
         from megatron.core.transformer import TransformerConfig
 
+        refuse_unsupported(self, config)
         knobs = knobs_used(config)
-        reason = self.unsupported(config) or undeclared_knobs(self, knobs)
-        if reason:
-            raise ValueError(f"config: {reason}")
         ddp_config = self._ddp_config(
             config,
             overlap_grad_reduce=config.overlap_grad_reduce,
@@ -252,7 +256,7 @@ class MegatronCoreImplementation:
         if norm_type not in (2.0, math.inf):
             raise ValueError(f"norm_type: got {norm_type}, but megatron-core's norms here are 2 and inf")
         if grad_norm_skip_threshold is not None:
-            reason = undeclared_knobs(self, ["grad_norm_skip_threshold"])
+            reason = why_not(self, "grad_norm_skip_threshold")
             if reason:
                 raise ValueError(f"grad_norm_skip_threshold: got {grad_norm_skip_threshold}, but {reason}")
             if max_grad_norm is not None and norm_type != 2.0:

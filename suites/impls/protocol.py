@@ -1,8 +1,10 @@
 """What an implementation under test must provide: the one place that says so.
 
 An implementation is any object with the attributes of ``Implementation``.
-It declares the capability levels it provides; a test that needs a level the
-implementation lacks is skipped with the reason, never passed.
+It says what it does not support in one table, ``lacks`` (levels it does
+not provide, upstream knobs it does not map, configurations it cannot
+express, each with the reason: ``suites/impls/support.py``); a test that
+needs any of them is skipped with that reason, never passed.
 
 Levels
 ------
@@ -27,9 +29,8 @@ Levels
     gradients like torch's DistributedDataParallel, over the group it is
     handed (the suites hand it a recording group, ``ranks.recording``: what
     it communicates there is observed; over any other group it cannot be).
-    Optionally, for an implementation that partitions params, the handle's
-    ``whole_params()`` (``{name: whole tensor}``, a collective called on
-    every rank), which the suites then read params through.
+    What a handle may add is below (``WholeParams``, ``DeclaresLayouts``,
+    ``MayBeUnreadable``).
 ``expert``
     params marked expert-parallel (``param.allreduce = False``) are planned
     in buffers of their own (``LayoutRecord.expert_parallel``) for
@@ -49,13 +50,21 @@ implementation maps onto its own knobs.
 
 Knobs
 -----
-Upstream's newer knobs (``KNOBS``) are optional: an implementation lists
-those it maps in ``knobs``, and a check that needs one it does not list is
-skipped with that reason, so an adapter written before a knob existed is
-never handed a configuration it would silently ignore. Two of them are not
+Upstream's newer knobs (``KNOBS``) are optional: a row of ``lacks`` for each
+one an implementation does not map (``support.unmapped`` writes them from
+the ones it maps, so an adapter written before a knob existed is never
+handed a configuration it would silently ignore). Two of them are not
 ``DDPConfig`` fields: ``force_all_reduce`` is ``finish_grad_sync(
 force_all_reduce=True)`` of the ddp handle, ``grad_norm_skip_threshold`` a
 keyword of ``make_optimizer``.
+
+Optional members
+----------------
+What an implementation or a handle may add is a protocol of its own below,
+checked with ``isinstance``: ``SharesExpectations``, ``ReportsLines``,
+``ResetsProcessState`` (implementations), ``WholeParams``,
+``DeclaresLayouts``, ``MayBeUnreadable`` (ddp handles), ``HasNoSync``,
+``FinishesGradSync``, ``ZeroesGradBuffer`` (the wrapper an adapter forwards to).
 """
 
 from __future__ import annotations
@@ -91,16 +100,6 @@ _DEFAULTS = DDPConfig()
 def knobs_used(config: LayoutConfig | DDPConfig) -> list[str]:
     """The ``KNOBS`` a configuration sets away from their defaults."""
     return [k for k in KNOBS if hasattr(config, k) and getattr(config, k) != getattr(_DEFAULTS, k)]
-
-
-def undeclared_knobs(impl, used) -> str | None:
-    """Why ``impl`` cannot be handed knobs ``used``: the ones it does not list in ``knobs``."""
-    missing = [k for k in used if k not in getattr(impl, "knobs", ())]
-    if not missing:
-        return None
-    return (f"{impl.name} {impl.version} does not map {', '.join(missing)} "
-            f"({'; '.join(KNOBS[k] for k in missing)}); "
-            "an implementation lists the upstream knobs it maps in `knobs`")
 
 
 LEVEL_METHODS: dict[str, tuple[str, ...]] = {
@@ -153,6 +152,53 @@ class DDPHandle(Protocol):
     def zero_grad_buffer(self) -> None: ...
 
 
+@runtime_checkable
+class WholeParams(Protocol):
+    """A handle whose implementation partitions params: the suites read params through it."""
+
+    def whole_params(self) -> dict[str, torch.Tensor]:
+        """``{name: whole tensor}``, gathered from the partitions: a collective, called on every rank."""
+
+
+@runtime_checkable
+class DeclaresLayouts(Protocol):
+    """A handle whose claimed layout is not its buffers' (they may only say where grads are read from)."""
+
+    declared_layouts: Sequence[LayoutRecord] | None
+    """The layout the implementation claims, which the suites check against what it is seen to do; None
+    when it claims none."""
+
+
+@runtime_checkable
+class MayBeUnreadable(Protocol):
+    """A handle whose reduced grads the suites may be unable to read (each rank owning a shard they cannot
+    locate from outside)."""
+
+    unreadable: str | None
+    """Why its reduced grads cannot be read, or None when they can."""
+
+
+@runtime_checkable
+class HasNoSync(Protocol):
+    """A wrapper that can accumulate grads over microbatches without reducing them."""
+
+    def no_sync(self) -> ContextManager[None]: ...
+
+
+@runtime_checkable
+class FinishesGradSync(Protocol):
+    """A wrapper that must be told to wait for its reductions once backward has returned."""
+
+    def finish_grad_sync(self) -> None: ...
+
+
+@runtime_checkable
+class ZeroesGradBuffer(Protocol):
+    """A wrapper that zeroes the reduced grads it owns itself."""
+
+    def zero_grad_buffer(self) -> None: ...
+
+
 class OptimizerHandle(Protocol):
     def step(self) -> float | None:
         """Update params from the reduced grads; the grad norm when clipping."""
@@ -170,18 +216,11 @@ MakeTorchOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 class Implementation(Protocol):
     name: str
     version: str
-    capabilities: frozenset[str]
-    # Why it cannot run here (e.g. not installed), or None when it can.
+    lacks: Sequence
+    """What it does not support: ``suites.impls.support.Lack`` rows, each with the reason. Its levels
+    (``capabilities``, which ``support.Declared`` derives) are the ones no row names."""
     unavailable: str | None
-    # Optional, not declared here so older adapters still satisfy the protocol:
-    # ``knobs: frozenset[str]``, the upstream knobs (KNOBS) it maps;
-    # ``report_lines() -> list[str]``, what the pytest header should say about what it found installed
-    # around it that changes how it runs (e.g. which optimizer classes it uses);
-    # ``reset_process_state()``, undoing module-level state that its earlier instances changed and never
-    # restored: the multigpu suite calls it before every check, so each check starts as in a fresh process.
-
-    def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
-        """Why this configuration cannot be expressed, or None when it can."""
+    """Why it cannot run here (e.g. not installed), or None when it can."""
 
     def plan(self, named_params: NamedParams, config: LayoutConfig) -> Sequence[LayoutRecord]: ...
 
@@ -199,3 +238,29 @@ class Implementation(Protocol):
     ) -> OptimizerHandle: ...
 
     def finalize_model_grads(self, models: Sequence[DDPHandle], num_tokens: torch.Tensor | None = None) -> None: ...
+
+
+@runtime_checkable
+class SharesExpectations(Protocol):
+    """An implementation whose expectation list is another's (``fixtures/expectations/<expectations>.toml``,
+    for peers that share one) rather than its own name's."""
+
+    expectations: str
+
+
+@runtime_checkable
+class ReportsLines(Protocol):
+    """An implementation with more to say in the pytest header."""
+
+    def report_lines(self) -> list[str]:
+        """What it found installed around it that changes how it runs (e.g. which optimizer classes it
+        uses)."""
+
+
+@runtime_checkable
+class ResetsProcessState(Protocol):
+    """An implementation whose earlier instances change module-level state and never restore it."""
+
+    def reset_process_state(self) -> None:
+        """Undo that state: the multigpu suite calls it before every check, so each starts as in a fresh
+        process."""

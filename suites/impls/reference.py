@@ -9,18 +9,15 @@ from reference.finalize import finalize_model_grads
 from reference.layout import LayoutConfig, ParamSpec, plan_layout
 from reference.optimizer import ReferenceOptimizer
 
-from .protocol import KNOBS, NamedParams
+from .protocol import NamedParams
+from .support import Declared
 
 
-class ReferenceImplementation:
+class ReferenceImplementation(Declared):
     name = "reference"
     version = reference.__version__
-    capabilities = frozenset({"layout", "buffer", "shards", "validation", "ddp", "expert", "optimizer"})
-    knobs = frozenset(KNOBS)
+    lacks = ()  # every level, every knob, every configuration
     unavailable = None
-
-    def unsupported(self, config) -> str | None:
-        return None
 
     def plan(self, named_params: NamedParams, config: LayoutConfig):
         return plan_layout((ParamSpec.from_parameter(n, p) for n, p in named_params), config).buffers

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from compat.private_torch import replicate
 
-from .fsdp2 import FSDP2Implementation, unsupported_knobs
+from .fsdp2 import FSDP2Implementation, lacked
 
-UNSUPPORTED = unsupported_knobs("replicate", "keeps every param whole on every rank, unpadded",
-                                "all-reduces a unit's grads right after its backward")
+LACKS = lacked("replicate", "keeps every param whole on every rank, unpadded",
+               "all-reduces a unit's grads right after its backward")
 
 apply, missing = replicate()
-implementation = FSDP2Implementation("replicate", apply, UNSUPPORTED, unavailable=missing)
+implementation = FSDP2Implementation("replicate", apply, LACKS, unavailable=missing)

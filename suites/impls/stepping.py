@@ -11,6 +11,8 @@ from typing import Callable
 
 import torch
 
+from .support import provides
+
 MakeTorchOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 
 
@@ -36,6 +38,6 @@ def optimizer_for(impl, ddp, model: torch.nn.Module, make_optimizer: MakeTorchOp
     ``options``: keywords of the optimizer knobs a case turns (``grad_norm_skip_threshold``), passed on
     only when given, so an implementation that maps none of them is called as before.
     """
-    if "optimizer" in impl.capabilities:
+    if provides(impl, "optimizer"):
         return impl.make_optimizer(ddp, make_optimizer, max_grad_norm, norm_type, **options)
     return MainGradOptimizer(model, make_optimizer)

@@ -38,8 +38,7 @@ Torch's reducer launches its all-reduces from C++, through the process group
 it is given: the suites hand it a recording group (``ranks.recording``), so
 they observe torch's own built-in path, with no comm hook.
 
-Not claimed: ``buffer``/``shards`` (no single buffer, no ``main_grad`` views,
-no shards), ``validation``, ``optimizer``.
+What it does not support is ``LACKS``, each with the reason.
 """
 
 from __future__ import annotations
@@ -54,11 +53,38 @@ from reference.layout import LayoutConfig, LayoutRecord
 
 from .forwarding import GradsInParamsDDP
 from .protocol import NamedParams
+from .support import Declared, Lack, provides, refuse_unsupported, unmapped
 
 MIB = 2**20
 UNBOUNDED = sys.maxsize  # bytes: what torch itself passes for "one bucket"
 DEFAULT_CAP_BYTES = int(private_torch.ddp_default_bucket_cap_mb() * MIB)
 FIRST_BUCKET_BYTES = private_torch.ddp_first_bucket_bytes()
+
+LACKS = (
+    Lack("buffer", "torch DDP keeps its buckets as separate flat tensors and reduces into param.grad: "
+                   "no single buffer, no main_grad views"),
+    Lack("shards", "torch DDP all-reduces whole buckets: nothing is sharded"),
+    Lack("validation", "torch DDP has no validation of its own that names the field, the value and what "
+                       "is valid"),
+    Lack("expert", "torch DDP reduces every param over the one group it is handed"),
+    Lack("optimizer", "torch DDP has no optimizer of its own (no fp32 main params, no distributed "
+                      "optimizer)"),
+    *unmapped((), "torch DDP has none of upstream's newer knobs"),
+    Lack("policy", "torch DDP all-reduces unpadded buckets: it has no {value!r} policy (no padding, no "
+                   "distributed optimizer)", when=lambda policy: policy != "packed"),
+    Lack("grad_reduce_in_fp32", "torch DDP reduces each grad in its param's dtype: it has no "
+                                "grad_reduce_in_fp32"),
+    Lack("overlap_grad_reduce=False", "torch DDP always overlaps: buckets launch from autograd hooks "
+                                      "during backward"),
+    Lack("average_in_collective", "torch DDP averages by scaling each bucket by 1/world size before a SUM"),
+    Lack("calculate_per_token_loss", "torch DDP always averages over ranks; it has no per-token scaling"),
+    Lack("buckets_per_group", "got {value}, but torch DDP launches each bucket alone (1)",
+         when=lambda n: n != 1),
+    Lack("check_for_nan_in_grad", "torch DDP does not check grads for NaN"),
+)
+NO_ASSIGNMENT = Lack("layout", "torch's bucket assignment "
+                               "(torch.distributed._compute_bucket_assignment_by_size) cannot be asked for "
+                               "on this torch (compat.private_torch)")
 
 
 def layout_limits(config: LayoutConfig, dtype: torch.dtype) -> list[int]:
@@ -154,31 +180,21 @@ class TorchDDP(GradsInParamsDDP):
             ) from None
 
 
-class TorchDDPImplementation:
+class TorchDDPImplementation(Declared):
     name = "torch"
     version = torch.__version__
     unavailable = None
 
     @property
-    def capabilities(self) -> frozenset[str]:
-        """``layout`` only where torch's bucket assignment can be asked for (``compat.private_torch``)."""
-        return frozenset({"layout", "ddp"} if private_torch.bucket_assignment_by_size() else {"ddp"})
-
-    def unsupported(self, config) -> str | None:
-        if config.policy != "packed":
-            return (f"torch DDP all-reduces unpadded buckets: it has no {config.policy!r} policy "
-                    "(no padding, no distributed optimizer)")
-        if config.grad_reduce_in_fp32:
-            return "torch DDP reduces each grad in its param's dtype: it has no grad_reduce_in_fp32"
-        if isinstance(config, DDPConfig):
-            return _unsupported_runtime(config)
-        return None
+    def lacks(self) -> tuple[Lack, ...]:
+        """``LACKS``, and the ``layout`` level where torch's bucket assignment cannot be asked for."""
+        return LACKS if private_torch.bucket_assignment_by_size() else (NO_ASSIGNMENT, *LACKS)
 
     def plan(self, named_params: NamedParams, config: LayoutConfig) -> list[LayoutRecord]:
         """torch's rebuilt buckets per dtype (module docstring).
 
         A non-packed policy raises. ``grad_reduce_in_fp32`` has no torch
-        counterpart (``unsupported`` says so) and does not move any offset;
+        counterpart (``LACKS`` says so) and does not move any offset;
         the records answer with what torch does, ``grad_dtype == param_dtype``.
         """
         if config.policy != "packed":
@@ -192,9 +208,7 @@ class TorchDDPImplementation:
 
         ``agreement_group`` is not used: torch does not agree across ranks before grads are read.
         """
-        reason = self.unsupported(config)
-        if reason:
-            raise ValueError(f"config: {reason}")
+        refuse_unsupported(self, config)
         cap_mb = ddp_bucket_cap_mb(config, module)
         device = next(module.parameters()).device
         ddp = torch.nn.parallel.DistributedDataParallel(
@@ -205,35 +219,8 @@ class TorchDDPImplementation:
         limits = rebuild_limits(cap_mb)
         handle = TorchDDP(ddp, module, layouts(names, params, sparse, lambda dtype: limits))
         # torch's rebuilt buckets, as it launches them; none where torch's assignment cannot be asked for
-        handle.declared_layouts = [b.layout for b in handle.buffers] if "layout" in self.capabilities else None
+        handle.declared_layouts = [b.layout for b in handle.buffers] if provides(self, "layout") else None
         return handle
-
-
-def _unsupported_runtime(config: DDPConfig) -> str | None:
-    """Runtime knobs torch DDP cannot express, each with torch's own behaviour."""
-    reasons = {
-        "overlap_grad_reduce=False": (
-            not config.overlap_grad_reduce,
-            "torch DDP always overlaps: buckets launch from autograd hooks during backward",
-        ),
-        "average_in_collective": (
-            config.average_in_collective,
-            "torch DDP averages by scaling each bucket by 1/world size before a SUM",
-        ),
-        "calculate_per_token_loss": (
-            config.calculate_per_token_loss,
-            "torch DDP always averages over ranks; it has no per-token scaling",
-        ),
-        "buckets_per_group": (
-            config.buckets_per_group != 1,
-            f"got {config.buckets_per_group}, but torch DDP launches each bucket alone (1)",
-        ),
-        "check_for_nan_in_grad": (config.check_for_nan_in_grad, "torch DDP does not check grads for NaN"),
-    }
-    for knob, (used, why) in reasons.items():
-        if used:
-            return f"{knob}: {why}"
-    return None
 
 
 def _element_size(module: torch.nn.Module) -> int:

@@ -30,7 +30,7 @@ Optional attributes of the factory say more:
 ``unsupported(config) -> str | None``
     why a ``DDPConfig`` is beyond the wrapper (checks needing it are skipped
     with that reason), on top of what a factory that takes no configuration
-    cannot express anyway (``UNSUPPORTED_KNOBS``).
+    cannot express anyway (``NOT_TOLD``).
 
 Gradient accumulation checks call ``wrapped.no_sync()``.
 """
@@ -48,32 +48,32 @@ from reference.config import DDPConfig
 from reference.layout import LayoutConfig, ParamSpec, get_policy, plan_layout
 
 from .forwarding import GradsInParamsDDP
+from .support import Declared, Lack, refuse_unsupported, unmapped
 
 PREFIX = "wrap:"
 
+LEVELS = tuple(Lack(level, "a factory gives the wrapper alone, at the ddp level (an adapter object, "
+                          "suites/impls/protocol.py, reaches the others)")
+               for level in ("layout", "buffer", "shards", "validation", "expert", "optimizer"))
+KNOBS_NOT_TOLD = unmapped((), "a factory declares none of upstream's newer knobs")
 # A factory that takes no configuration cannot be told these: checks that need them are skipped.
-UNSUPPORTED_KNOBS = {
-    "grad_reduce_in_fp32": (lambda c: c.grad_reduce_in_fp32, "the factory takes no grad_reduce_in_fp32 knob"),
-    "overlap_grad_reduce=False": (lambda c: not c.overlap_grad_reduce,
-                                  "the wrapper decides itself when it launches; it cannot be told to wait"),
-    "average_in_collective": (lambda c: getattr(c, "average_in_collective", False),
-                              "the factory takes no average_in_collective knob"),
-    "calculate_per_token_loss": (lambda c: getattr(c, "calculate_per_token_loss", False),
-                                 "the factory takes no per-token loss knob"),
-    "buckets_per_group": (lambda c: getattr(c, "buckets_per_group", 1) != 1,
-                          "the factory takes no buckets_per_group knob"),
-    "check_for_nan_in_grad": (lambda c: getattr(c, "check_for_nan_in_grad", False),
-                              "the factory takes no NaN-check knob"),
-}
+NOT_TOLD = (
+    Lack("grad_reduce_in_fp32", "the factory takes no grad_reduce_in_fp32 knob"),
+    Lack("overlap_grad_reduce=False", "the wrapper decides itself when it launches; it cannot be told to "
+                                      "wait"),
+    Lack("average_in_collective", "the factory takes no average_in_collective knob"),
+    Lack("calculate_per_token_loss", "the factory takes no per-token loss knob"),
+    Lack("buckets_per_group", "the factory takes no buckets_per_group knob", when=lambda n: n != 1),
+    Lack("check_for_nan_in_grad", "the factory takes no NaN-check knob"),
+)
 DISTRIBUTED = ("cannot read: under a distributed-optimizer policy each rank of a factory's wrapper owns a shard of "
                "the reduced grads, which the suite cannot locate from outside (the layout and communication checks "
                "still run)")
 
 
-class WrappedFactory:
+class WrappedFactory(Declared):
     """An implementation at the ``ddp`` level, made from a user's factory."""
 
-    capabilities = frozenset({"ddp"})
     unavailable = None
 
     def __init__(self, spec: str) -> None:
@@ -109,23 +109,22 @@ class WrappedFactory:
                                              not isinstance(self.bucket_size, int) or self.bucket_size <= 0):
             raise ValueError(f"{where}.bucket_size: got {self.bucket_size!r}, but should be a positive number of "
                              "elements")
+        self.lacks = self.lacked()
 
-    def unsupported(self, config: LayoutConfig | DDPConfig) -> str | None:
+    def lacked(self) -> tuple[Lack, ...]:
+        """The levels and knobs beyond a factory; what a factory that takes no configuration cannot be told;
+        then what the factory says itself (``factory.unsupported``)."""
+        rows = LEVELS + KNOBS_NOT_TOLD
         if not self.takes_config:
             implemented = self.policy or "packed"
-            if config.policy != implemented:
-                return (f"policy: the factory implements {implemented!r} (factory.policy) and cannot be told "
-                        f"{config.policy!r}")
-            for knob, (used, why) in UNSUPPORTED_KNOBS.items():
-                if used(config):
-                    return f"{knob}: {why}"
+            told = Lack("policy", f"the factory implements {implemented!r} (factory.policy) and cannot be "
+                                  "told {value!r}", when=lambda policy: policy != implemented)
+            rows += (told, *NOT_TOLD)
         own = getattr(self.factory, "unsupported", None)
-        return own(config) if callable(own) else None
+        return rows + ((Lack("factory.unsupported", own),) if callable(own) else ())
 
     def wrap(self, module, config: DDPConfig, group, agreement_group=None, expert_group=None):
-        reason = self.unsupported(config)
-        if reason:
-            raise ValueError(f"config: {reason}")
+        refuse_unsupported(self, config)
         raw = self.factory(module, group, config) if self.takes_config else self.factory(module, group)
         finish = getattr(self.factory, "finish", None)
         ddp = FactoryDDP(raw, module, packed_records(module), self.grads_in, finish)

@@ -34,7 +34,7 @@ def test_packed_buffers_have_no_padding(impl, model, setup):
 @pytest.mark.requires(LayoutConfig(policy="shard-aligned"))
 @given(model=models(), setup=setups())
 def test_shard_aligned_shards_are_multiples_of_2_16(impl, model, setup):
-    """The seeds' stated intent, which only the shard-aligned policy delivers (docs/errata.md)."""
+    """The design notes' stated intent, which only the shard-aligned policy delivers (docs/errata.md)."""
     for buf in plan_specs(impl, model, setup.config("shard-aligned")):
         for i, (start, end) in enumerate(buf.bucket_indices):
             check_multiple((end - start) // setup.dp, 2**16, f"bucket {i} per-rank shard size")

@@ -23,7 +23,7 @@ moe_models = models(experts=True)
 
 
 def _kind(buf) -> bool:
-    return bool(getattr(buf, "expert_parallel", False))
+    return buf.expert_parallel
 
 
 @given(model=moe_models, setup=expert_setups())

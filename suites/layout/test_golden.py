@@ -1,6 +1,6 @@
-"""Golden cases worked by hand: upstream's unit-test matrix and the seeds' corrected examples.
+"""Golden cases worked by hand: upstream's unit-test matrix and the design notes' corrected examples.
 
-The derivations are in docs/errata.md (seed examples) and in the comments below
+The derivations are in docs/errata.md (the notes' examples) and in the comments below
 (10 x Linear(95, 95), dp=8). Nothing here is computed by the code under test.
 """
 
@@ -87,37 +87,38 @@ def _one_param(impl, numel, dp, policy):
 
 
 @pytest.mark.requires(PADDED)
-def test_seed_example_1_needs_no_padding(impl):
-    """Seed: 10,000,000 -> 10,000,128. Corrected: 10,000,000 = 78,125 * 128 already."""
+def test_notes_example_1_needs_no_padding(impl):
+    """The notes: 10,000,000 -> 10,000,128. Corrected: 10,000,000 = 78,125 * 128 already."""
     check_equal(_one_param(impl, 10_000_000, 8, "padded").numel, 10_000_000, "padded numel at dp=8")
 
 
 @pytest.mark.requires(HIGH_BUSBW)
-def test_seed_example_2_high_busbw_divisor_is_65536(impl):
-    """Seed: lcm(64, 128, 65536) = 4,194,304 -> 41,943,040. Corrected: 65,536 -> 611 * 65,536."""
+def test_notes_example_2_high_busbw_divisor_is_65536(impl):
+    """The notes: lcm(64, 128, 65536) = 4,194,304 -> 41,943,040. Corrected: 65,536 -> 611 * 65,536."""
     check_equal(math.lcm(64, 128, 2**16), 65_536, "lcm(64, 128, 2**16)")
     check_equal(_one_param(impl, 40_000_000, 64, "high-busbw").numel, 40_042_496, "high-busbw numel")
 
 
 @pytest.mark.requires(HIGH_BUSBW)
-def test_seed_example_3_high_busbw_shard_is_not_2_16_aligned(impl):
-    """Seed: shard 655,360 = 10 * 2**16. Corrected: 40,042,496 / 64 = 625,664; 625,664 % 65,536 = 35,840."""
+def test_notes_example_3_high_busbw_shard_is_not_2_16_aligned(impl):
+    """The notes: shard 655,360 = 10 * 2**16. Corrected: 40,042,496 / 64 = 625,664, 625,664 % 65,536 =
+    35,840."""
     buf = _one_param(impl, 40_000_000, 64, "high-busbw")
     shard = buf.numel // 64
     check_equal((shard, shard % 2**16), (625_664, 35_840), "(shard, shard mod 2**16)")
 
 
 @pytest.mark.requires(SHARD_ALIGNED)
-def test_seed_example_3_intent_needs_shard_aligned_policy(impl):
-    """The seed's 41,943,040 / 655,360 is what dp * 2**16 = 4,194,304 alignment gives."""
+def test_notes_example_3_intent_needs_shard_aligned_policy(impl):
+    """The notes' 41,943,040 / 655,360 is what dp * 2**16 = 4,194,304 alignment gives."""
     buf = _one_param(impl, 40_000_000, 64, "shard-aligned")
     check_equal(buf.numel, 41_943_040, "shard-aligned numel")
     check_multiple(buf.numel // 64, 2**16, "shard-aligned per-rank shard")
 
 
 @pytest.mark.requires(HIGH_BUSBW)
-def test_seed_worst_case_divisor_is_65536(impl):
-    """Seed: lcm(128, 128, 65536) = 8,388,608, doubling 8,388,609. Corrected: 65,536 -> 129 * 65,536."""
+def test_notes_worst_case_divisor_is_65536(impl):
+    """The notes: lcm(128, 128, 65536) = 8,388,608, doubling 8,388,609. Corrected: 65,536 -> 129 * 65,536."""
     buf = _one_param(impl, 8_388_609, 128, "high-busbw")
     check_equal(buf.numel, 8_454_144, "high-busbw numel for 8,388,609 elements at dp=128")
     check_equal(buf.numel - 8_388_609, 65_535, "end padding")

@@ -5,6 +5,7 @@ from hypothesis import given
 
 from reference.layout import LayoutConfig
 from suites.impls.megatron_core import implementation as megatron
+from suites.impls.support import why_not
 from suites.params import plan_specs
 
 from .assertions import check_equal
@@ -27,7 +28,7 @@ def _fields(buf):
 @pytest.fixture(scope="module")
 def peer(impl, policy):
     """megatron-core, where it can serve as the oracle for this policy."""
-    reason = megatron.unavailable or megatron.unsupported(LayoutConfig(policy=policy))
+    reason = why_not(megatron, LayoutConfig(policy=policy))
     if impl.name == megatron.name:
         reason = "the implementation under test is the peer itself"
     if reason:

@@ -16,7 +16,7 @@ import torch
 
 from reference.config import DDPConfig
 
-from suites.impls.protocol import knobs_used, undeclared_knobs
+from suites.impls.support import provides, why_not
 
 from .moe import Topology
 
@@ -82,15 +82,16 @@ class Case:
             param_name_patterns_for_fp32_local_accumulation=self.fp32_local,
         )
 
-    def knobs(self) -> list[str]:
-        """The upstream knobs (suites/impls/protocol.py KNOBS) this case turns."""
-        return knobs_used(self.ddp_config()) + ["force_all_reduce"] * self.force_all_reduce \
-            + ["grad_norm_skip_threshold"] * (self.skip_above is not None)
+    def runtime_knobs(self) -> list[str]:
+        """The upstream knobs (suites/impls/protocol.py KNOBS) this case turns that are no ``DDPConfig``
+        field."""
+        skips = self.skip_above is not None
+        return ["force_all_reduce"] * self.force_all_reduce + ["grad_norm_skip_threshold"] * skips
 
     def unsupported_by(self, impl) -> str | None:
-        """Why ``impl`` cannot run this case, or None."""
-        reason = undeclared_knobs(impl, self.knobs()) or impl.unsupported(self.ddp_config())
-        if reason or "optimizer" in impl.capabilities:
+        """Why ``impl`` cannot run this case, or None (``support.why_not``, which the plugin asks)."""
+        reason = why_not(impl, self.ddp_config(), self.runtime_knobs())
+        if reason or provides(impl, "optimizer"):
             return reason
         stepped = not self.grad_sync_only
         needs = [what for what, used in (
@@ -100,8 +101,7 @@ class Case:
             ("fp32 main params", self.bf16 and stepped),
         ) if used]
         if needs:
-            return (f"{impl.name} does not provide the 'optimizer' level, which this case needs for "
-                    f"{', '.join(needs)}")
+            return f"{why_not(impl, 'optimizer')}; this case needs it for {', '.join(needs)}"
         return None
 
     def bitwise(self, world_size: int) -> bool:

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from ranks.recording import Collective, RecordingGroup
+from suites.impls.protocol import DeclaresLayouts
 
 
 @dataclass
@@ -92,9 +93,9 @@ def local_grads(case, ctx, step: int = 0) -> dict[str, torch.Tensor]:
 
 
 def declared_layouts(ddp):
-    """The layout an implementation claims: its handle's ``declared_layouts``, else its buffers' layouts; None
-    when it claims none (its buffers only say where the suite reads grads from)."""
-    if hasattr(ddp, "declared_layouts"):
+    """The layout an implementation claims: its handle's ``declared_layouts`` (``DeclaresLayouts``), else its
+    buffers' layouts; None when it claims none (its buffers only say where the suite reads grads from)."""
+    if isinstance(ddp, DeclaresLayouts):
         return ddp.declared_layouts
     return [b.layout for b in ddp.buffers]
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from suites.impls import load_implementation
 from suites.layout.assertions import expected_divisor, is_distributed
@@ -33,7 +32,7 @@ from suites.multigpu.harness import requires_peers
 
 from .cases import MID, TINY, Case, params
 from .observe import declared_layouts, flat_inputs, local_grads, observe_step, requires_observed
-from .training import Side, global_token_count
+from .training import UnderTest, global_token_count
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -51,7 +50,7 @@ def _observed(ctx, case: Case, step: int = 0, checksums: bool = False):
     """The implementation's side and the record of its step ``step`` (after the earlier ones)."""
     requires_peers(ctx)  # one rank has nothing to exchange, so an implementation may launch nothing at all
     impl = load_implementation(ctx.impl_spec)
-    side = Side(case, ctx, impl)
+    side = UnderTest(case, ctx, impl)
     for earlier in range(step):
         side.sync(side.backward(earlier, global_token_count(case, earlier, ctx.world_size)))
         side.zero_grad()
@@ -100,8 +99,7 @@ def check_buckets_as_declared(ctx, case: Case) -> None:
         got = [t.numel for t in inputs if t.dtype == dtype]
         assert got == want, (f"{dtype} buckets reduced in one step, in launch order: got sizes {got}, but should be "
                              f"the declared buckets {want} (bucket 0, with the last params, first)")
-    buffers = [b for b in getattr(side.ddp, "buffers", []) if isinstance(getattr(b, "grad_data", None), torch.Tensor)]
-    for buf in buffers:
+    for buf in side.ddp.buffers:
         base = buf.grad_data
         mine = [t for t in inputs if t.storage == base.untyped_storage().data_ptr()]
         if mine:  # the reductions work on the buffer itself: their offsets are the declared buckets'

@@ -13,7 +13,7 @@ from suites.impls import load_implementation
 
 from .cases import Case
 from .compare import agreed, assert_close, tolerance
-from .training import Side
+from .training import UnderTest
 
 pytestmark = pytest.mark.requires("optimizer")
 
@@ -28,7 +28,7 @@ TOKENS = {  # name: this rank's token count, by rank
 
 def finalized_grads(ctx, impl, case: Case, tokens: int | None) -> dict[str, torch.Tensor]:
     """Step 0's backward of a summed loss, then finalize with this rank's ``tokens`` (None: no normalisation)."""
-    ours = Side(case, ctx, impl)
+    ours = UnderTest(case, ctx, impl)
     ours.backward(step=0, global_tokens=0)  # the global count only rescales the torch DDP side
     count = None if tokens is None else torch.tensor(tokens, dtype=torch.int64, device=ctx.device)
     impl.finalize_model_grads([ours.ddp], count)

@@ -12,9 +12,10 @@ second one with the plain configuration against torch DDP.
 import pytest
 
 from suites.impls import load_implementation
+from suites.impls.support import why_not
 
 from .cases import Case, params
-from .training import Side, first_step_grads_against_torch_ddp
+from .training import UnderTest, first_step_grads_against_torch_ddp
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -28,12 +29,13 @@ FIRSTS = [
 
 def check_second_ddp_unaffected(ctx, first: Case) -> None:
     impl = load_implementation(ctx.impl_spec)
-    Side(first, ctx, impl)  # built, never stepped: only its configuration could reach the second
+    UnderTest(first, ctx, impl)  # built, never stepped: only its configuration could reach the second
     first_step_grads_against_torch_ddp(ctx, impl, SECOND)
 
 
 @pytest.mark.parametrize("first", params(FIRSTS))
 def test_a_second_ddp_is_unaffected_by_the_first_ones_configuration(ranks, impl, first):
-    if SECOND.unsupported_by(impl):
-        pytest.skip(SECOND.unsupported_by(impl))
+    reason = why_not(impl, SECOND)
+    if reason:
+        pytest.skip(reason)
     ranks.run(check_second_ddp_unaffected, first)

@@ -11,7 +11,7 @@ from .cases import Case
 from .compare import assert_close
 from .observe import requires_observed, watching
 from .models import batch, loss_fn, make_model
-from .training import Side, owned_grad_pairs
+from .training import UnderTest, owned_grad_pairs
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -49,7 +49,7 @@ def check_no_sync_stays_local(ctx, case: Case) -> None:
 def check_no_sync_launches_no_reduction(ctx, case: Case) -> None:
     requires_peers(ctx)  # one rank has nothing to exchange, so an implementation may launch nothing at all
     impl = load_implementation(ctx.impl_spec)
-    side = Side(case, ctx, impl)
+    side = UnderTest(case, ctx, impl)
     batches = [tuple(t.to(ctx.device) for t in batch(case.seed, 0, micro, ctx.rank)) for micro in range(case.microbatches)]
     with watching(side.model, side.recorders) as inside:
         for tokens, labels in batches[:-1]:

@@ -25,7 +25,7 @@ from suites.layout.assertions import is_distributed
 
 from .cases import TINY, Case, params
 from .observe import declared_layouts
-from .training import Side
+from .training import UnderTest
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -55,7 +55,7 @@ def views(side) -> dict[int, list[tuple[int, int, str]]]:
 
 
 def check_views_in_reverse_order_and_aligned(ctx, case: Case) -> None:
-    side = Side(case, ctx, load_implementation(ctx.impl_spec))
+    side = UnderTest(case, ctx, load_implementation(ctx.impl_spec))
     order = [name for name, _ in side.model.named_parameters()]
     for placed in views(side).values():
         names = [name for _, _, name in placed]
@@ -72,7 +72,7 @@ def check_views_in_reverse_order_and_aligned(ctx, case: Case) -> None:
 
 def check_views_are_the_declared_layout(ctx, case: Case) -> None:
     impl = load_implementation(ctx.impl_spec)
-    side = Side(case, ctx, impl)
+    side = UnderTest(case, ctx, impl)
     observed = {name: (start, end) for placed in views(side).values() for start, end, name in placed}
     declared = declared_layouts(side.ddp)
     if declared is None:

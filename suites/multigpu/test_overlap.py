@@ -15,7 +15,7 @@ from suites.multigpu.harness import requires_peers
 
 from .cases import TINY, Case
 from .observe import observe_step, requires_observed
-from .training import Side, global_token_count
+from .training import UnderTest, global_token_count
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.requires("ddp")
 def check_launch_order(ctx, case: Case) -> None:
     requires_peers(ctx)  # one rank has nothing to exchange, so an implementation may launch nothing at all
     impl = load_implementation(ctx.impl_spec)
-    side = Side(case, ctx, impl)
+    side = UnderTest(case, ctx, impl)
     side.sync(side.backward(0, global_token_count(case, 0, ctx.world_size)))  # warm-up step
     side.zero_grad()
     record = observe_step(side, 1, global_token_count(case, 1, ctx.world_size))

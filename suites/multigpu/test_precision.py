@@ -28,7 +28,7 @@ from suites.impls import load_implementation
 from .cases import Case, params
 from .compare import agreed, assert_close
 from .models import batch, loss_fn, make_model
-from .training import Side, local_model
+from .training import UnderTest, local_model
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -72,7 +72,7 @@ def scaled(grads: dict[str, torch.Tensor], world_size: int) -> dict[str, torch.T
     return {n: g * (1.0 / world_size) for n, g in grads.items()}
 
 
-def compare_owned(ctx, ours: Side, expected: dict[str, torch.Tensor], what: str) -> None:
+def compare_owned(ctx, ours: UnderTest, expected: dict[str, torch.Tensor], what: str) -> None:
     def check() -> None:
         compared = 0
         for name, got, where in ours.reduced_grads():
@@ -84,7 +84,7 @@ def compare_owned(ctx, ours: Side, expected: dict[str, torch.Tensor], what: str)
 
 def check_fp32_accumulating_reduce_scatter(ctx, case: Case) -> None:
     impl = load_implementation(ctx.impl_spec)
-    ours = Side(case, ctx, impl)
+    ours = UnderTest(case, ctx, impl)
     ours.sync(ours.backward(0, 0))
     ranks = [scaled(g, ctx.world_size) for g in every_ranks(ctx, local_grads(ctx, case, lambda name: False))]
     expected = {n: torch.stack([r[n] for r in ranks]).sum(dim=0, dtype=torch.float32).to(torch.bfloat16)
@@ -96,7 +96,7 @@ def check_fp32_local_accumulation(ctx, case: Case) -> None:
     if ctx.world_size != 2:
         pytest.skip(f"the expected bf16 sum over ranks has one rounding order only at two ranks, got {ctx.world_size}")
     impl = load_implementation(ctx.impl_spec)
-    ours = Side(case, ctx, impl)
+    ours = UnderTest(case, ctx, impl)
     ours.sync(ours.backward(0, 0))
     config = case.ddp_config()
     first, second = (scaled(g, 2) for g in every_ranks(ctx, local_grads(ctx, case, config.accumulates_in_fp32)))
@@ -104,7 +104,18 @@ def check_fp32_local_accumulation(ctx, case: Case) -> None:
     compare_owned(ctx, ours, expected, "microbatches added in fp32 where the patterns match, bf16 elsewhere")
     if case.policy == "packed":  # every rank holds every reduced grad: the fp32 main_grad gets all of it back
         agreed(ctx, lambda: [check_fp32_main_grad(ctx, name, param, expected[name])
-                             for name, param in ours.model.named_parameters() if config.accumulates_in_fp32(name)])
+                             for name, param in fp32_accumulating(ours.model, config, ctx.rank)])
+
+
+def fp32_accumulating(model: torch.nn.Module, config, rank: int) -> list[tuple[str, torch.nn.Parameter]]:
+    """The params ``config`` accumulates in an fp32 ``main_grad`` of their own; fails where none is, for a
+    check over none of them would check nothing."""
+    named = list(model.named_parameters())
+    matching = [(name, param) for name, param in named if config.accumulates_in_fp32(name)]
+    patterns = config.param_name_patterns_for_fp32_local_accumulation
+    assert matching, (f"rank {rank} params matching {patterns}: got 0 of {len(named)} "
+                      f"({', '.join(n for n, _ in named)}), but should check at least one")
+    return matching
 
 
 def check_fp32_main_grad(ctx, name: str, param: torch.Tensor, expected: torch.Tensor) -> None:
@@ -113,19 +124,18 @@ def check_fp32_main_grad(ctx, name: str, param: torch.Tensor, expected: torch.Te
     assert_close(got, expected.float(), None, f"rank {ctx.rank} {name}.main_grad after the sync (the reduced grad)")
 
 
+def check_fp32_main_grads_are_zero(model: torch.nn.Module, config, rank: int) -> None:
+    for name, param in fp32_accumulating(model, config, rank):
+        nonzero = int((param.main_grad != 0).sum())
+        assert nonzero == 0, (f"rank {rank} {name}.main_grad after wrap: got {nonzero} nonzero of "
+                              f"{param.numel()} elements, but should be all zeros (a backward adds onto it)")
+
+
 def check_fp32_main_grads_start_at_zero(ctx, case: Case) -> None:
     impl = load_implementation(ctx.impl_spec)
     model, config = local_model(case, ctx), case.ddp_config()
     impl.wrap(model, config, recording(ctx.group), ctx.control_group)  # and no zero_grad_buffer() yet
-
-    def check() -> None:
-        for name, param in model.named_parameters():
-            if config.accumulates_in_fp32(name):
-                nonzero = int((param.main_grad != 0).sum())
-                assert nonzero == 0, (
-                    f"rank {ctx.rank} {name}.main_grad after wrap: got {nonzero} nonzero of {param.numel()} "
-                    "elements, but should be all zeros (a backward adds onto it)")
-    agreed(ctx, check)
+    agreed(ctx, lambda: check_fp32_main_grads_are_zero(model, config, ctx.rank))
 
 
 @pytest.mark.parametrize("case", params(REDUCE_SCATTER))

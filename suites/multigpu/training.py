@@ -6,6 +6,9 @@ compared after the grad sync (under the distributed optimizer only the
 elements this rank owns are reduced), params after every optimizer step.
 Mixture-of-experts cases (``case.moe``) train ``moe.TinyMoE``, each rank
 holding its experts, against the single-process model holding them all.
+The implementation under test (``UnderTest``) and torch DDP
+(``TorchDDPOracle``) are two ``Side``s behind one interface, so one loop
+trains both.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import pytest
 import torch
 
 from ranks.recording import recording
+from suites.impls.protocol import MayBeUnreadable, WholeParams
 from suites.impls.stepping import optimizer_for
+from suites.impls.support import provides
 
 from . import moe
 from .cases import Case
@@ -34,7 +39,7 @@ def owned_grad_pairs(ddp, rank: int, expert_rank: int | None = None, everything:
     """
     for buf in ddp.buffers:
         distributed = buf.param_data is not None and not everything
-        mine = expert_rank if getattr(buf.layout, "expert_parallel", False) and expert_rank is not None else rank
+        mine = expert_rank if buf.layout.expert_parallel and expert_rank is not None else rank
         for name, (start, end, bucket) in buf.layout.param_index_map.items():
             if not distributed:
                 yield name, buf.grad_data[start:end], slice(0, end - start)
@@ -67,54 +72,28 @@ def requires_instances(ctx, case: Case) -> None:
 
 
 class Side:
-    """One model being trained: the implementation under test, or an oracle."""
+    """One model trained on this rank's batches, side by side with another: the same loop for both."""
 
-    def __init__(self, case: Case, ctx, impl=None) -> None:
-        self.case, self.ctx, self.impl = case, ctx, impl
-        if impl is not None:
-            requires_instances(ctx, case)
-            self.model = local_model(case, ctx)
-            # The implementation gets recorders over the groups under test: what it communicates is observed.
-            self.recorders = [recording(ctx.group)]
-            extra = {}
-            if case.moe:
-                self.recorders.append(recording(moe.groups(case.moe, ctx.rank)[1]))
-                extra["expert_group"] = self.recorders[1]
-            self.ddp = impl.wrap(self.model, case.ddp_config(), self.recorders[0], ctx.control_group, **extra)
-            self.full_step = "optimizer" in impl.capabilities
-            self.opt = optimizer_for(impl, self.ddp, self.model, case.make_torch_optimizer, case.clip, case.norm_type,
-                                     **case.optimizer_options())
-        else:
-            self.model = make_model(case.tied, case.dtype).to(ctx.device)
-            device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-            self.ddp = torch.nn.parallel.DistributedDataParallel(
-                self.model, device_ids=device_ids, process_group=ctx.group, bucket_cap_mb=0.001
-            )
-            self.opt = case.make_torch_optimizer(list(self.model.parameters()))
-        self.zero_grad()  # a training loop zeroes before its first step too (Megatron-LM's train_step does)
+    model: torch.nn.Module
+    ddp: object
+    """What the forward runs through and ``no_sync`` opens: the implementation's handle, or torch DDP."""
+
+    def __init__(self, case: Case, ctx) -> None:
+        self.case, self.ctx = case, ctx
+        self.losses: list[torch.Tensor] = []
 
     def params(self) -> dict[str, torch.Tensor]:
-        """Every param of this rank's model as a whole tensor, under the oracle's name.
-
-        An implementation that partitions params gathers them (``whole_params``),
-        which is a collective: call it on every rank, outside the comparisons
-        that may fail on one rank only.
-        """
+        """Every param of this rank's model as a whole tensor, under the oracle's name."""
         topology, rank = self.case.moe, self.ctx.rank
-        whole = getattr(self.ddp, "whole_params", None) if self.impl is not None else None
-        named = whole() if whole is not None else dict(self.model.named_parameters())
-        return {(topology.global_name(name, rank) if topology else name): param for name, param in named.items()}
+        return {(topology.global_name(name, rank) if topology else name): param
+                for name, param in self.local_params().items()}
 
-    def reduced_grads(self):
-        """(oracle's name, reduced grad elements this rank owns, their slice of the flattened param)."""
-        unreadable = getattr(self.ddp, "unreadable", None)
-        if unreadable:
-            pytest.skip(unreadable)  # the same on every rank, before any of them compares
-        topology, rank = self.case.moe, self.ctx.rank
-        expert_rank = topology.edp_ranks(rank).index(rank) if topology else None
-        shard_rank = rank % (self.ctx.world_size // self.case.instances)  # this rank's place in its instance
-        for name, got, where in owned_grad_pairs(self.ddp, shard_rank, expert_rank, self.case.force_all_reduce):
-            yield (topology.global_name(name, rank) if topology else name), got, where
+    def local_params(self) -> dict[str, torch.Tensor]:
+        return dict(self.model.named_parameters())
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, global_tokens: int) -> torch.Tensor:
+        """Summed over tokens with ``num_tokens`` (divided later by the global count), else the mean."""
+        return loss_fn(logits, labels, "sum" if self.case.num_tokens else "mean")
 
     def backward(self, step: int, global_tokens: int) -> int:
         """All microbatches of ``step``; returns the local token count (losses kept in ``self.losses``)."""
@@ -125,20 +104,61 @@ class Side:
             tokens, labels = tokens.to(self.ctx.device), labels.to(self.ctx.device)
             last = micro == case.microbatches - 1
             with contextlib.nullcontext() if last else self.ddp.no_sync():
-                logits = self.ddp(tokens)
-                if case.num_tokens and self.impl is None:
-                    # torch DDP averages over ranks: rescale so it yields sum(loss) / all tokens.
-                    loss = loss_fn(logits, labels, "sum") * self.ctx.world_size / global_tokens
-                else:
-                    loss = loss_fn(logits, labels, "sum" if case.num_tokens else "mean")
+                loss = self.loss(self.ddp(tokens), labels, global_tokens)
                 loss.backward()
             self.losses.append(loss.detach())
             local += tokens_in(labels)
         return local
 
     def sync(self, local_tokens: int) -> None:
-        if self.impl is None:
-            return
+        """Finish the step's grad sync (``local_tokens``: this rank's share of a per-token loss)."""
+        raise NotImplementedError
+
+    def step(self) -> float | None:
+        """The optimizer step; the grad norm when clipping or skipping by it."""
+        raise NotImplementedError
+
+    def zero_grad(self) -> None:
+        raise NotImplementedError
+
+
+class UnderTest(Side):
+    """The implementation under test, handed recorders over the groups under test: what it communicates is
+    observed."""
+
+    def __init__(self, case: Case, ctx, impl) -> None:
+        super().__init__(case, ctx)
+        self.impl = impl
+        requires_instances(ctx, case)
+        self.model = local_model(case, ctx)
+        self.recorders = [recording(ctx.group)]
+        extra = {}
+        if case.moe:
+            self.recorders.append(recording(moe.groups(case.moe, ctx.rank)[1]))
+            extra["expert_group"] = self.recorders[1]
+        self.ddp = impl.wrap(self.model, case.ddp_config(), self.recorders[0], ctx.control_group, **extra)
+        self.full_step = provides(impl, "optimizer")
+        self.opt = optimizer_for(impl, self.ddp, self.model, case.make_torch_optimizer, case.clip,
+                                 case.norm_type, **case.optimizer_options())
+        self.zero_grad()  # a training loop zeroes before its first step too (Megatron-LM's train_step does)
+
+    def local_params(self) -> dict[str, torch.Tensor]:
+        """An implementation that partitions params gathers them (``WholeParams``), which is a collective:
+        call ``params()`` on every rank, outside the comparisons that may fail on one rank only."""
+        return self.ddp.whole_params() if isinstance(self.ddp, WholeParams) else super().local_params()
+
+    def reduced_grads(self):
+        """(oracle's name, reduced grad elements this rank owns, their slice of the flattened param)."""
+        if isinstance(self.ddp, MayBeUnreadable) and self.ddp.unreadable:
+            pytest.skip(self.ddp.unreadable)  # the same on every rank, before any of them compares
+        topology, rank = self.case.moe, self.ctx.rank
+        expert_rank = topology.edp_ranks(rank).index(rank) if topology else None
+        shard_rank = rank % (self.ctx.world_size // self.case.instances)  # this rank's place in its instance
+        pairs = owned_grad_pairs(self.ddp, shard_rank, expert_rank, self.case.force_all_reduce)
+        for name, got, where in pairs:
+            yield (topology.global_name(name, rank) if topology else name), got, where
+
+    def sync(self, local_tokens: int) -> None:
         if self.case.force_all_reduce:
             self.ddp.finish_grad_sync(force_all_reduce=True)
             return
@@ -151,25 +171,51 @@ class Side:
         self.impl.finalize_model_grads([self.ddp], num_tokens)
 
     def step(self) -> float | None:
-        if self.impl is not None:
-            return self.opt.step()
-        return oracle_step(self.case, self.model, self.opt)
+        return self.opt.step()
 
     def settle_params(self, step: int) -> torch.Tensor | None:
         """With overlapped param gathers, params arrive with the next forward: run one, return its logits."""
-        if self.impl is None or not self.case.overlap_param_gather:
+        if not self.case.overlap_param_gather:
             return None
         with torch.no_grad():
             return self.ddp(batch(self.case.seed, step, 0, self.ctx.rank)[0].to(self.ctx.device))
 
     def zero_grad(self) -> None:
         """Between steps: the optimizer level zeroes through its optimizer (which may hold grads too)."""
-        if self.impl is None:
-            self.opt.zero_grad(set_to_none=True)
-        elif self.full_step:
+        if self.full_step:
             self.opt.zero_grad()
         else:
             self.ddp.zero_grad_buffer()
+
+
+class TorchDDPOracle(Side):
+    """torch's own DistributedDataParallel on the group under test, with the same init and per-rank data."""
+
+    def __init__(self, case: Case, ctx) -> None:
+        super().__init__(case, ctx)
+        self.model = make_model(case.tied, case.dtype).to(ctx.device)
+        device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        self.ddp = torch.nn.parallel.DistributedDataParallel(
+            self.model, device_ids=device_ids, process_group=ctx.group, bucket_cap_mb=0.001
+        )
+        self.opt = case.make_torch_optimizer(list(self.model.parameters()))
+        self.zero_grad()
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, global_tokens: int) -> torch.Tensor:
+        """torch DDP averages over ranks: with ``num_tokens``, rescaled so that it yields sum(loss) / all
+        tokens."""
+        if not self.case.num_tokens:
+            return super().loss(logits, labels, global_tokens)
+        return loss_fn(logits, labels, "sum") * self.ctx.world_size / global_tokens
+
+    def sync(self, local_tokens: int) -> None:
+        """torch DDP reduces within backward."""
+
+    def step(self) -> float | None:
+        return oracle_step(self.case, self.model, self.opt)
+
+    def zero_grad(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
 
 
 def oracle_step(case: Case, model: torch.nn.Module, opt) -> float | None:
@@ -192,7 +238,7 @@ def global_token_count(case: Case, step: int, world_size: int) -> int:
     )
 
 
-def compare_grads(ctx, ours: Side, oracle: dict[str, torch.Tensor], tol, step: int) -> int:
+def compare_grads(ctx, ours: UnderTest, oracle: dict[str, torch.Tensor], tol, step: int) -> int:
     """Our reduced grads (the elements this rank owns) against the oracle's; returns elements compared."""
     compared = 0
     for name, got, where in ours.reduced_grads():
@@ -204,7 +250,7 @@ def compare_grads(ctx, ours: Side, oracle: dict[str, torch.Tensor], tol, step: i
 
 def first_step_grads_against_torch_ddp(ctx, impl, case: Case) -> int:
     """The grad sync alone (ddp level, no optimizer): one step's reduced grads against torch DDP's."""
-    ours, theirs = Side(case, ctx, impl), Side(case, ctx)
+    ours, theirs = UnderTest(case, ctx, impl), TorchDDPOracle(case, ctx)
     total = global_token_count(case, 0, ctx.world_size)
     ours.sync(ours.backward(0, total))
     theirs.backward(0, total)
@@ -214,7 +260,8 @@ def first_step_grads_against_torch_ddp(ctx, impl, case: Case) -> int:
     return compared[0]
 
 
-def compare_step(ctx, case: Case, ours: Side, theirs: Side, tol, step: int, zeros: int | None) -> None:
+def compare_step(ctx, case: Case, ours: UnderTest, theirs: TorchDDPOracle, tol, step: int,
+                 zeros: int | None) -> None:
     """Losses, reduced grads and the zero count of one step, against torch DDP's."""
     their_params = theirs.params()
     if not case.num_tokens:  # (torch's side rescales its loss for num_tokens)
@@ -235,7 +282,8 @@ def compare_norm(case: Case, step: int, norm: float | None, their_norm: float | 
     )
 
 
-def compare_update(ctx, case: Case, ours: dict, theirs: Side, tol, step: int, norms, logits) -> None:
+def compare_update(ctx, case: Case, ours: dict, theirs: TorchDDPOracle, tol, step: int, norms,
+                   logits) -> None:
     """The clip norm, the forward after the step (overlapped gathers) and every param (``ours``: ``Side.params()``)."""
     norm, their_norm = norms
     if case.clip is not None:  # the case must exercise the side of the decision it is named for
@@ -255,7 +303,7 @@ def compare_update(ctx, case: Case, ours: dict, theirs: Side, tol, step: int, no
 
 def train_against_torch_ddp(ctx, impl, case: Case) -> int:
     """Train both sides ``case.steps`` steps; every comparison agreed across ranks; returns the steps compared."""
-    ours, theirs = Side(case, ctx, impl), Side(case, ctx)
+    ours, theirs = UnderTest(case, ctx, impl), TorchDDPOracle(case, ctx)
     tol = tolerance(case.bitwise(ctx.world_size), case.bf16)
     for step in range(case.steps):
         total = global_token_count(case, step, ctx.world_size)
@@ -279,7 +327,7 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
     Each step compares the reduced grads this rank owns, the zero count, the
     clip norm and every param this rank holds; returns the steps compared.
     """
-    ours = Side(case, ctx, impl)
+    ours = UnderTest(case, ctx, impl)
     local = single_process_model(case, ctx.device)
     opt = case.make_torch_optimizer(list(local.parameters()))
     oracle = dict(local.named_parameters())
@@ -308,7 +356,7 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
     return case.steps
 
 
-def _compare_with_oracle_grads(ctx, ours: Side, oracle, tol, step: int, zeros: int | None) -> None:
+def _compare_with_oracle_grads(ctx, ours: UnderTest, oracle, tol, step: int, zeros: int | None) -> None:
     compare_grads(ctx, ours, oracle, tol, step)
     if zeros is not None:
         want = sum(int((p.grad == 0).sum()) for p in oracle.values())
@@ -323,7 +371,7 @@ def _compare_with_oracle_update(ctx, case: Case, ours: dict, oracle, tol, step: 
 
 def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> None:
     """Two configurations of the implementation under test must train the same model."""
-    a, b = Side(first, ctx, impl), Side(second, ctx, impl)
+    a, b = UnderTest(first, ctx, impl), UnderTest(second, ctx, impl)
     tol = tolerance(bitwise, first.bf16)
     for step in range(first.steps):
         total = global_token_count(first, step, ctx.world_size)

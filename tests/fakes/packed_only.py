@@ -1,15 +1,12 @@
 """An implementation that expresses only the packed policy: tests that need another must skip, naming why."""
 
 from suites.impls.reference import ReferenceImplementation
+from suites.impls.support import Lack
 
 
 class PackedOnly(ReferenceImplementation):
     name = "packed-only-fake"
-
-    def unsupported(self, config) -> str | None:
-        if config.policy != "packed":
-            return f"the fake knows no {config.policy!r} policy"
-        return None
+    lacks = (Lack("policy", "the fake knows no {value!r} policy", when=lambda policy: policy != "packed"),)
 
 
 implementation = PackedOnly()

@@ -6,7 +6,7 @@ from suites.expectations import Expectation, load_expectations
 
 from tests.pytest_run import run_pytest
 
-TARGET = "suites/layout/test_golden.py::test_seed_example_1_needs_no_padding"
+TARGET = "suites/layout/test_golden.py::test_notes_example_1_needs_no_padding"
 
 
 def test_entries_match_exact_ids_parametrized_ids_and_patterns():
@@ -27,7 +27,7 @@ def test_skip_applies_and_stale_entry_warns(tmp_path):
         f'[[skip]]\ntest = "{TARGET}"\nreason = "deliberately skipped"\n\n'
         '[[xfail]]\ntest = "suites/layout/test_golden.py::test_gone"\nreason = "stale"\n'
     )
-    proc = run_pytest("suites/layout/test_golden.py", "-k", "seed_example_1",
+    proc = run_pytest("suites/layout/test_golden.py", "-k", "notes_example_1",
                       env={"DDPC_EXPECTATIONS_DIR": str(tmp_path)})
     assert "1 skipped" in proc.stdout and "deliberately skipped" in proc.stdout, proc.stdout[-1500:]
     assert "test_gone' for reference matches no collected test" in proc.stdout, proc.stdout[-1500:]
@@ -55,7 +55,7 @@ def test_entry_for_other_versions_neither_applies_nor_warns(tmp_path):
     (tmp_path / "reference.toml").write_text(
         f'[[skip]]\ntest = "{TARGET}"\nreason = "only for an old reference"\nversions = "<0.0.1"\n'
     )
-    proc = run_pytest("suites/layout/test_golden.py", "-k", "seed_example_1",
+    proc = run_pytest("suites/layout/test_golden.py", "-k", "notes_example_1",
                       env={"DDPC_EXPECTATIONS_DIR": str(tmp_path)})
     assert "1 passed" in proc.stdout and "only for an old reference" not in proc.stdout, proc.stdout[-1500:]
     assert "matches no collected test" not in proc.stdout, proc.stdout[-1500:]

@@ -71,10 +71,11 @@ class Ranks:
 
 def from_fresh_state(ctx: RankContext, address: Address, /, *args: Any, **kwargs: Any) -> Any:
     """Call the check at ``address`` once the implementation under test has forgotten earlier checks
-    (its optional ``reset_process_state()``: module-level state it rebinds and never restores)."""
+    (``ResetsProcessState``: module-level state it rebinds and never restores)."""
     from suites.impls import load_implementation
+    from suites.impls.protocol import ResetsProcessState
 
-    reset = getattr(load_implementation(ctx.impl_spec), "reset_process_state", None)
-    if reset is not None:
-        reset()
+    impl = load_implementation(ctx.impl_spec)
+    if isinstance(impl, ResetsProcessState):
+        impl.reset_process_state()
     return resolve(address)(ctx, *args, **kwargs)

@@ -23,7 +23,7 @@ def run_cli(*args):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_seed_example_2_via_cli_json(capsys):
+def test_notes_example_2_via_cli_json(capsys):
     assert main(["--numel", "40000000", "--dp", "64", "--policy", "high-busbw", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     (bucket,) = out["buckets"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from suites.impls.megatron_cpu import installed_version
+from tests.pytest_run import ROOT
 
 
 pytestmark = pytest.mark.skipif(installed_version() is None, reason="megatron-core is not installed")
@@ -50,7 +51,6 @@ import torch, torch.distributed as dist
 from reference.config import DDPConfig
 from suites.impls.megatron_core import implementation as megatron
 import megatron.core.optimizer as upstream
-from tests.pytest_run import ROOT
 
 dist.init_process_group("gloo", store=dist.FileStore(tempfile.mktemp(), 1), rank=0, world_size=1)
 built = {}

@@ -27,7 +27,7 @@ def test_module_without_implementation_object_is_rejected():
 
 
 def test_report_header_names_the_implementation():
-    proc = run_pytest("suites/layout/test_golden.py", "-k", "seed_example_1", "--impl", "reference")
+    proc = run_pytest("suites/layout/test_golden.py", "-k", "notes_example_1", "--impl", "reference")
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "implementation under test: reference 0.1.0" in proc.stdout, proc.stdout[:1000]
 
@@ -54,9 +54,11 @@ def test_inexpressible_configuration_is_skipped_at_collection_with_its_reason():
     assert proc.returncode == 0, proc.stdout[-2000:]
     for reason in ("'padded' policy", "'high-busbw' policy", "'shard-aligned' policy"):
         assert f"the fake knows no {reason}" in proc.stdout, f"skip reasons: got {proc.stdout[-1500:]}"
-    assert re.search(r"test_no_sync.py:\d+: the fake knows no 'padded' policy", proc.stdout), proc.stdout[-1500:]
-    # 28 packed matrix rows pass; 28 padded rows, 6 seed cases, the high-busbw divisor beyond dp = 2**16, the
-    # padded no_sync cases and the packed ones (world size 1 has no peers to keep grads from) skip.
+    reason = r"test_no_sync.py:\d+: policy: the fake knows no 'padded' policy"
+    assert re.search(reason, proc.stdout), proc.stdout[-1500:]
+    # 28 packed matrix rows pass; 28 padded rows, the design notes' 6 cases, the high-busbw divisor beyond
+    # dp = 2**16, the padded no_sync cases and the packed ones (world size 1 has no peers to keep grads
+    # from) skip.
     assert "28 passed, 39 skipped" in proc.stdout, proc.stdout[-600:]
 
 
@@ -71,7 +73,7 @@ def test_requires_names_only_known_levels(tmp_path):
 def test_only_keeps_the_tests_whose_node_id_matches():
     proc = run_pytest("suites/layout/test_golden.py", "-q",
                       "--only=suites/layout/test_golden.py::test_upstream_matrix[[]None-*-plain]",
-                      "--only=*::test_seed_worst_case*")
+                      "--only=*::test_notes_worst_case*")
     assert proc.returncode == 0, proc.stdout[-2000:]
     # None-packed and None-padded, each without and with bias, plus the worst case.
     assert "5 passed, 58 deselected" in proc.stdout, proc.stdout[-600:]

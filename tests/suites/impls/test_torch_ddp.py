@@ -17,6 +17,7 @@ from reference.config import DDPConfig
 from reference.layout import LayoutConfig
 from suites.impls import load_implementation, torch_ddp
 from suites.impls.megatron_core import implementation as megatron
+from suites.impls.support import why_not
 from suites.layout.strategies import models, setups
 from suites.params import plan_specs
 
@@ -147,9 +148,9 @@ def test_wrap_exposes_reduced_grads_as_main_grad_and_grad_data(group):
     ],
 )
 def test_unsupported_configs_give_the_reason(config, needle):
-    reason = impl.unsupported(config)
+    reason = why_not(impl, config)
     assert reason and needle in reason, (
-        f"unsupported({config}): got {reason!r}, but should mention {needle!r}"
+        f"why_not(torch, {config}): got {reason!r}, but should mention {needle!r}"
     )
 
 
@@ -157,8 +158,8 @@ def test_unsupported_configs_give_the_reason(config, needle):
     "config", [LayoutConfig(bucket_size=7), DDPConfig(overlap_grad_reduce=True, disable_bucketing=True)]
 )
 def test_supported_configs_have_no_reason(config):
-    reason = impl.unsupported(config)
-    assert reason is None, f"unsupported({config}): got {reason!r}, but should be None"
+    reason = why_not(impl, config)
+    assert reason is None, f"why_not(torch, {config}): got {reason!r}, but should be None"
 
 
 def test_plan_rejects_distributed_optimizer_policies():

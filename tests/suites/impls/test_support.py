@@ -1,0 +1,227 @@
+"""What an implementation does not support, said one way: its table ``lacks``; ``why_not``, the one question.
+
+Every registered adapter must provide exactly the levels and knobs it declared before its table said them
+(``BEFORE``, read from the adapters as they were), and each optional member is a protocol that
+``isinstance`` answers as the ``getattr`` probes it replaced did.
+"""
+
+import contextlib
+import sys
+
+import pytest
+import torch
+
+from reference.config import DDPConfig
+from reference.layout import LayoutConfig
+from suites.impls import REGISTRY, load_implementation
+from suites.impls.protocol import (
+    KNOBS,
+    DeclaresLayouts,
+    FinishesGradSync,
+    HasNoSync,
+    MayBeUnreadable,
+    ReportsLines,
+    ResetsProcessState,
+    SharesExpectations,
+    WholeParams,
+    ZeroesGradBuffer,
+)
+from suites.impls.reference import ReferenceImplementation
+from suites.impls.support import Lack, check_table, levels, unmapped, why_not
+
+ALL_LEVELS = {"layout", "buffer", "shards", "validation", "ddp", "expert", "optimizer"}
+DDP_AND_OPTIMIZER = ({"ddp", "optimizer"}, set())
+BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capabilities and knobs
+    "reference": (ALL_LEVELS, set(KNOBS)),
+    "torch": ({"layout", "ddp"}, set()),
+    "fsdp2": DDP_AND_OPTIMIZER,
+    "replicate": DDP_AND_OPTIMIZER,
+    "deepspeed": DDP_AND_OPTIMIZER,
+    "deepspeed-zero1": DDP_AND_OPTIMIZER,
+    "deepspeed-zero3": DDP_AND_OPTIMIZER,
+    "deepspeed-round-robin": DDP_AND_OPTIMIZER,
+    "megatron": ({"layout", "buffer", "ddp", "expert", "optimizer"}, None),  # knobs: the installed version's
+    "wrap:fixtures.examples.torch_ddp_factory:factory": ({"ddp"}, set()),
+}
+
+
+@pytest.mark.parametrize("name", BEFORE)
+def test_every_adapter_provides_what_it_declared_before_its_table(name):
+    impl = load_implementation(name)
+    want_levels, want_knobs = BEFORE[name]
+    if want_knobs is None:
+        from suites.impls.megatron_core import upstream_knobs
+
+        want_knobs = set(upstream_knobs()) if impl.unavailable is None else set()
+    assert (set(impl.capabilities), set(impl.knobs)) == (want_levels, want_knobs), (
+        f"{name} (levels, knobs): got {(sorted(impl.capabilities), sorted(impl.knobs))}, but should be "
+        f"{(sorted(want_levels), sorted(want_knobs))}")
+    assert levels(impl) == impl.capabilities
+
+
+def test_every_registered_name_is_in_the_table_above():
+    assert set(REGISTRY) <= set(BEFORE), sorted(set(REGISTRY) - set(BEFORE))
+
+
+@pytest.mark.parametrize("row, message", [
+    (lambda: Lack("polcy", "typo"), "what: got 'polcy', but should be a level"),
+    (lambda: Lack("buffer", "x", when=bool), "got a `when` for a level or knob"),
+    (lambda: Lack("force_all_reduce", "x", when=bool), "got a `when` for a level or knob"),
+    (lambda: Lack("overlap_grad_reduce=False", "x", when=bool), "got both a value and a `when`"),
+])
+def test_a_row_that_says_nothing_clear_is_refused(row, message):
+    with pytest.raises(ValueError, match=message):
+        row()
+
+
+class Fake(ReferenceImplementation):
+    name, version = "fake", "1"
+    lacks = (
+        Lack("shards", "the fake keeps no shards"),
+        *unmapped({"force_all_reduce"}, "the fake predates them"),
+        Lack("overlap_grad_reduce=False", "the fake always overlaps"),
+        Lack("policy", "the fake has no {value!r} policy", when=lambda policy: policy == "high-busbw"),
+        Lack("factory.unsupported", lambda config: "no tiny buckets" if config.bucket_size == 1 else None),
+    )
+
+
+@pytest.mark.parametrize("need, reason", [
+    ("shards", "fake does not provide the 'shards' level (cached per-rank shard views and ownership ranges): "
+               "the fake keeps no shards"),
+    ("buffer", None),
+    ("grad_norm_skip_threshold", "fake 1 does not map grad_norm_skip_threshold (make_optimizer(..., "),
+    ("force_all_reduce", None),
+    (DDPConfig(num_distributed_optimizer_instances=2, policy="padded", overlap_grad_reduce=True,
+               param_name_patterns_for_fp32_local_accumulation=("all",)),
+     "fake 1 does not map num_distributed_optimizer_instances (replicas of the distributed optimizer, each "
+     "sharding over dp / N ranks): the fake predates them; param_name_patterns_for_fp32_local_accumulation"),
+    (DDPConfig(overlap_grad_reduce=False), "overlap_grad_reduce=False: the fake always overlaps"),
+    (DDPConfig(overlap_grad_reduce=True), None),
+    (LayoutConfig(), None),  # overlap is no field of a LayoutConfig
+    (LayoutConfig(policy="high-busbw"), "policy: the fake has no 'high-busbw' policy"),
+    (LayoutConfig(bucket_size=1), "no tiny buckets"),
+    (7, None),  # not a need of the implementation at all
+])
+def test_why_not_reads_each_kind_of_row(need, reason):
+    got = why_not(Fake(), need)
+    assert (got is None) == (reason is None) and (reason is None or got.startswith(reason)), (
+        f"why_not(fake, {need!r}): got {got!r}, but should start with {reason!r}")
+
+
+def test_unavailable_comes_before_everything():
+    gone = Fake()
+    gone.unavailable = "not installed"
+    assert why_not(gone, "shards") == why_not(gone, None) == "fake: not installed"
+
+
+def test_a_need_that_asks_itself_is_asked():
+    class Needs:
+        def unsupported_by(self, impl):
+            return f"{impl.name} is not enough"
+
+    assert why_not(Fake(), Needs()) == "fake is not enough"
+
+
+def test_an_unknown_name_is_refused():
+    with pytest.raises(ValueError, match="knobs: got \\['bufer'\\], but should be drawn from"):
+        why_not(Fake(), "bufer")
+
+
+def test_a_knob_added_later_is_lacked_by_an_adapter_that_does_not_map_it(monkeypatch):
+    monkeypatch.setitem(KNOBS, "knob_of_tomorrow", "a knob upstream adds later")
+    rows = unmapped({"force_all_reduce"}, "why")
+    assert {r.what for r in rows} == set(KNOBS) - {"force_all_reduce"}, [r.what for r in rows]
+
+
+def test_levels_stated_apart_from_the_table_are_refused():
+    """The way an adapter said its levels before (``capabilities`` set directly) would be ignored: refused."""
+    class Stated(ReferenceImplementation):
+        name = "stated"
+        capabilities = frozenset({"layout"})
+
+    with pytest.raises(ValueError, match=r"stated.capabilities: got \['layout'\], but should be \['buffer'"):
+        check_table(Stated())
+
+
+def test_rows_of_another_type_are_refused():
+    class Strings(ReferenceImplementation):
+        name = "strings"
+        lacks = ("buffer",)
+
+    with pytest.raises(ValueError, match="strings.lacks: got \\['buffer'\\], but should hold only"):
+        check_table(Strings())
+
+
+def test_an_adapter_without_a_table_is_refused_at_load(tmp_path, monkeypatch):
+    (tmp_path / "tableless_adapter.py").write_text(
+        "class Old:\n    name, version, unavailable = 'old', '1', None\n"
+        "    capabilities = frozenset({'layout'})\n"
+        "    def unsupported(self, config):\n        return None\n\nimplementation = Old()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"Implementation \(missing: lacks\)"):
+        load_implementation("tableless_adapter")
+    sys.modules.pop("tableless_adapter", None)
+
+
+# Optional members: each protocol answers as the probe it replaced (methods: getattr(x, m, None) is not None;
+# attributes: hasattr).
+
+class WithAll:
+    declared_layouts = None
+    unreadable = None
+
+    def whole_params(self):
+        return {}
+
+    def no_sync(self):
+        return contextlib.nullcontext()
+
+    def finish_grad_sync(self):
+        pass
+
+    def zero_grad_buffer(self):
+        pass
+
+    def report_lines(self):
+        return []
+
+    def reset_process_state(self):
+        pass
+
+    expectations = "fsdp2"
+
+
+class SetToNone:
+    whole_params = no_sync = finish_grad_sync = zero_grad_buffer = report_lines = reset_process_state = None
+
+
+OPTIONAL = [(WholeParams, "whole_params", True), (HasNoSync, "no_sync", True),
+            (FinishesGradSync, "finish_grad_sync", True), (ZeroesGradBuffer, "zero_grad_buffer", True),
+            (ReportsLines, "report_lines", True), (ResetsProcessState, "reset_process_state", True),
+            (DeclaresLayouts, "declared_layouts", False), (MayBeUnreadable, "unreadable", False),
+            (SharesExpectations, "expectations", False)]
+
+
+@pytest.mark.parametrize("protocol, member, method", OPTIONAL, ids=[o[1] for o in OPTIONAL])
+@pytest.mark.parametrize("obj", [WithAll(), SetToNone(), object(), torch.nn.Linear(2, 2), None],
+                         ids=["with", "none", "object", "module", "None"])
+def test_an_optional_member_is_a_protocol_answered_as_its_probe_was(protocol, member, method, obj):
+    probe = getattr(obj, member, None) is not None if method else hasattr(obj, member)
+    assert isinstance(obj, protocol) == probe, f"isinstance({obj!r}, {protocol.__name__}): got {not probe}"
+
+
+def test_the_adapters_have_the_optional_members_they_had():
+    from suites.impls.deepspeed import DeepSpeedDDP
+    from suites.impls.forwarding import ForwardingDDP, GradsInParamsDDP
+    from suites.impls.fsdp2 import FSDP2DDP
+
+    assert issubclass(FSDP2DDP, WholeParams) and issubclass(DeepSpeedDDP, WholeParams)
+    assert not issubclass(GradsInParamsDDP, WholeParams) and not issubclass(ForwardingDDP, WholeParams)
+    megatron, reference = load_implementation("megatron"), load_implementation("reference")
+    assert isinstance(megatron, ResetsProcessState) and isinstance(megatron, ReportsLines)
+    assert not isinstance(reference, ResetsProcessState) and not isinstance(reference, ReportsLines)
+    shared = {name: load_implementation(name).expectations for name in REGISTRY
+              if isinstance(load_implementation(name), SharesExpectations)}
+    assert shared == {"fsdp2": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
+                      "deepspeed-zero1": "deepspeed-zero1", "deepspeed-zero3": "deepspeed",
+                      "deepspeed-round-robin": "deepspeed-round-robin"}, shared
