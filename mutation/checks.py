@@ -45,7 +45,7 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "reference/finalize.py": ("suites/multigpu/test_finalize.py", *STEPPING, MULTIGPU),
     "reference/bucket_group.py": (*OWN_API, *SYNCING, MULTIGPU),
     "reference/ddp.py": (*SYNCING, MULTIGPU),
-    "reference/groups.py": (*SYNCING, MULTIGPU),
+    "reference/reduction_groups.py": (*SYNCING, MULTIGPU),
 }
 MODULES = tuple(CHECKS)
 

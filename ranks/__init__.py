@@ -10,6 +10,6 @@ checks through it; ``run_on_ranks`` runs benchmarks.
 
 from .context import RankContext, requires_peers
 from .launch import RanksFailed, run_on_ranks
-from .settings import Settings, launched_by_torchrun
+from .startup import Settings, launched_by_torchrun
 
 __all__ = ["RankContext", "RanksFailed", "Settings", "launched_by_torchrun", "requires_peers", "run_on_ranks"]

@@ -18,10 +18,10 @@ import torch.distributed as dist
 
 from .address import address_of
 from .context import RankContext
-from .groups import join, leave, pick_backend, torchrun_store
+from .joining import join, leave, pick_backend, torchrun_store
 from .outcome import call_check
 from .pool import PoolError, WorkerPool
-from .settings import Settings, launched_by_torchrun
+from .startup import Settings, launched_by_torchrun
 from .worker import Task
 
 _torchrun_ctx: RankContext | None = None

@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection, wait
 
 from . import worker
 from .outcome import Outcome
-from .settings import Settings
+from .startup import Settings
 
 _SPAWN = multiprocessing.get_context("spawn")
 

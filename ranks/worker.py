@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from .address import Address, resolve
 from .outcome import Outcome, call_check
 from .rewrite import rewrite_on_import
-from .settings import Settings
+from .startup import Settings
 
 
 class Task(NamedTuple):
@@ -49,7 +49,7 @@ def main(
     import torch
     import torch.distributed as dist
 
-    from .groups import join, leave
+    from .joining import join, leave
 
     torch.set_num_threads(settings.threads)
     rewrite_on_import(rewrite)

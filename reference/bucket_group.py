@@ -33,7 +33,7 @@ from compat import private_torch
 
 from .buffer import Bucket, ParamAndGradBuffer
 from .collectives import reduce_scatter
-from .groups import ReduceGroups
+from .reduction_groups import ReduceGroups
 
 
 class GradSyncError(RuntimeError):

@@ -17,7 +17,7 @@ own, planned, reduced and sharded over the expert-data-parallel group instead
 of the data-parallel group, with upstream's scaling (docs/rules.md, section 2).
 With several distributed-optimizer instances each buffer is planned and
 sharded for one instance and reduced within it, then across instances
-(``reference.groups``).
+(``reference.reduction_groups``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .bucket_group import BucketGroup, GradSyncError, LocalFp32Grad, Member
 from .buffer import ParamAndGradBuffer, build_buffers
 from .collectives import all_gather
 from .config import DDPConfig
-from .groups import ReduceGroups, reduce_groups
+from .reduction_groups import ReduceGroups, reduce_groups
 from .layout import is_expert_parallel
 
 

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Sequence
 
 from datamodel import doc, from_json, to_json
-from ranks.settings import outside_torchrun
+from ranks.startup import outside_torchrun
 
 from .failure_causes import Cause, cause_of, causes_in_junit, causes_markdown
 from .render.table import table

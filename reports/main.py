@@ -42,15 +42,15 @@ from benchmarks.padding import overhead_table
 from benchmarks.settings import BUDGETS, DEFAULT_IMPLS, INFORMATIVE_ROUNDS, BenchSettings
 from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
 from ranks import launched_by_torchrun
-from ranks.groups import pick_backend, tensors_on
+from ranks.joining import pick_backend, tensors_on
 from ranks.launch import leave_torchrun
-from ranks.settings import DEVICE_ENV, DEVICES
+from ranks.startup import DEVICE_ENV, DEVICES
 
 from .cli import key_number
 from .comparison.changes import DEFAULT_THRESHOLD, compare
 from .comparison.claims import judge_claims
 from .comparison.comparable import previous_comparable
-from .comparison.trend import trend
+from .comparison.series import trend
 from .comparison.verdict import decide
 from .conformance.strength import measure_strength, strength_records
 from .conformance.suites import SuiteRun, run_suite

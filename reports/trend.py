@@ -4,7 +4,7 @@ Reads the runs directory (a run that cannot be read is skipped with a
 warning naming it), prints a table per gated metric and setup (median and
 interval per run, and the first run at which it moved) and, with ``--plots
 DIR``, draws one PNG per metric. How a series and its steps are found:
-``reports.comparison.trend``.
+``reports.comparison.series``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .comparison.trend import trend
+from .comparison.series import trend
 from .render.trend import plot_trend, trend_markdown
 from .store.runs import readable_runs
 from .store.writer import DEFAULT_ROOT

@@ -31,7 +31,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
-from ranks.settings import DEVICE_ENV, DEVICES
+from ranks.startup import DEVICE_ENV, DEVICES
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig
 

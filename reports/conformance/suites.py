@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from datamodel import doc
-from ranks.groups import visible_devices_before_hiding
-from ranks.settings import WORLD_SIZE_ENV, outside_torchrun
+from ranks.joining import visible_devices_before_hiding
+from ranks.startup import WORLD_SIZE_ENV, outside_torchrun
 
 from .families import Counting, FamilyTally, frozen_families, tally
 

@@ -5,7 +5,7 @@ expert group; tensor, pipeline and context parallelism are singletons. The
 expert-parallel group follows from every rank's expert group. With ``N``
 distributed-optimizer instances the intra-instance groups (``intra_dp_cp``,
 ``intra_expt_dp``, ``intra_dist_opt``) and the inter-instance group
-(``inter_dist_opt``) are the reference's (``reference.groups``): ``size / N``
+(``inter_dist_opt``) are the reference's (``reference.reduction_groups``): ``size / N``
 consecutive ranks, and the ranks at the same place in every instance, which
 is how upstream's ``parallel_state`` lays them out for pure data parallelism.
 Upstream derives its one inter-instance group from the expert-data-parallel
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from reference.groups import reduce_groups
+from reference.reduction_groups import reduce_groups
 from reference.process_groups import new_group
 
 _made: dict[tuple, tuple] = {}

@@ -11,9 +11,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ranks import groups
-from ranks.settings import Settings
-from reports.comparison.comparable import setup_label, why_not_comparable
+from ranks import joining
+from ranks.startup import Settings
+from reports.comparison.comparable import why_not_comparable
+from reports.store.upgrade import upgrade
 
 
 @pytest.fixture
@@ -30,23 +31,23 @@ def gpus(monkeypatch):
 ])
 def test_backend_follows_the_gpus_each_rank_has(gpus, count, ranks, device, want):
     gpus(count)
-    got = groups.pick_backend(ranks, device)
+    got = joining.pick_backend(ranks, device)
     assert got == want, f"got {got} for {ranks} ranks on {count} GPUs with device {device}, but should be {want}"
 
 
 def test_ranks_share_the_gpus_in_turn_under_gloo_over_cuda(gpus):
     gpus(2)
-    got = [str(groups.rank_device("gloo", "cuda", r)) for r in range(5)]
+    got = [str(joining.rank_device("gloo", "cuda", r)) for r in range(5)]
     want = ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
     assert got == want, f"got {got}, but should be {want}"
-    assert str(groups.rank_device("nccl", "auto", 3)) == "cuda:3", "NCCL: a GPU of its own"
-    assert str(groups.rank_device("gloo", "auto", 3)) == "cpu", "gloo by default: the CPU"
+    assert str(joining.rank_device("nccl", "auto", 3)) == "cuda:3", "NCCL: a GPU of its own"
+    assert str(joining.rank_device("gloo", "auto", 3)) == "cpu", "gloo by default: the CPU"
 
 
 def test_cuda_without_a_gpu_is_a_clear_error(gpus):
     gpus(0)
     with pytest.raises(ValueError, match="got cuda, but this node has no GPU"):
-        groups.pick_backend(2, "cuda")
+        joining.pick_backend(2, "cuda")
 
 
 def test_an_unknown_device_is_refused():
@@ -54,27 +55,26 @@ def test_an_unknown_device_is_refused():
         Settings("plain", 2, 60.0, 120.0, "reference", device="gpu")
 
 
-def _results(backend: str, tensors: str | None) -> dict:
-    run = {"backend": backend, "world_size": 2, "mode": "plain", "smoke": False}
+def _results(backend: str, tensors: str | None, schema: int = 4):
+    """A run on an H100 node with its tensors on ``tensors`` (None: a run that did not record it)."""
+    run = {"name": "r", "backend": backend, "world_size": 2, "mode": "plain", "smoke": False}
+    setup = {"backend": backend, "world_size": 2, "mode": "plain", "nodes": 1, "smoke": False, "method": 4,
+             "devices": ["1 x NVIDIA H100 80GB HBM3"]}
     if tensors:
-        run["tensors"] = tensors
-    from reports.comparison.comparable import run_setup
-
-    run["setup"] = run_setup(run, [{"devices": ["NVIDIA H100 80GB HBM3"], "host": {}}])
-    return {"run": run}
+        run["tensors"] = setup["tensors"] = tensors
+    return upgrade({"schema": schema, "run": {**run, "setup": setup}, "metrics": {}})
 
 
 def test_gloo_over_cuda_is_a_setup_of_its_own():
     cpu, cuda = _results("gloo", "cpu"), _results("gloo", "cuda")
     assert why_not_comparable(cpu, cuda) == "tensors cpu -> cuda", why_not_comparable(cpu, cuda)
-    label = setup_label(cuda["run"]["setup"])
+    label = cuda.run.setup.label()
     assert label.startswith("gloo over cuda, 2 ranks"), label
-    assert setup_label(cpu["run"]["setup"]).startswith("gloo, 2 ranks"), setup_label(cpu["run"]["setup"])
+    assert cpu.run.setup.label().startswith("gloo, 2 ranks"), cpu.run.setup.label()
 
 
 def test_a_run_that_did_not_record_its_tensors_had_them_where_its_backend_keeps_them():
-    older = _results("gloo", None)
-    del older["run"]["setup"]["tensors"]
+    older = _results("gloo", None, schema=3)
     assert why_not_comparable(older, _results("gloo", "cpu")) is None, "gloo then meant the CPU"
     assert why_not_comparable(older, _results("gloo", "cuda")) == "tensors cpu -> cuda"
 

@@ -7,7 +7,7 @@ import pytest
 from benchmarks.registry import Metric
 from benchmarks.stats import Figure
 from datamodel import to_json
-from reports.comparison.trend import trend
+from reports.comparison.series import trend
 from reports.render.trend import plot_trend, trend_markdown
 from reports.store.runs import SkippedRunWarning, readable_runs
 from reports.store.writer import dump_json, write_run

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from ranks.address import Address, address_of, resolve
 from ranks.context import RankContext
-from ranks.groups import tensors_on
-from ranks.settings import Settings
+from ranks.joining import tensors_on
+from ranks.startup import Settings
 from ranks.outcome import Outcome, settle
 
 

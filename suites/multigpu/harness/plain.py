@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from ranks.address import Address
-from ranks.groups import pick_backend
+from ranks.joining import pick_backend
 from ranks.outcome import Outcome
 from ranks.pool import PoolError, WorkerPool
 from ranks.rewrite import rewritten_modules
-from ranks.settings import Settings
+from ranks.startup import Settings
 from ranks.worker import Task
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from ranks.groups import tensors_of, tensors_on
-from ranks.settings import Settings
+from ranks.joining import tensors_of, tensors_on
+from ranks.startup import Settings
 
 from .fixture import Launcher, Ranks
 from .plain import PlainLauncher
-from .settings import add_options, settings_from
+from .options import add_options, settings_from
 from .silence import log_dir, silence
 from .torchrun import TorchrunLauncher
 

@@ -22,9 +22,9 @@ import torch.distributed as dist
 
 from ranks.address import Address
 from ranks.context import RankContext
-from ranks.groups import join, leave, pick_backend, torchrun_store
+from ranks.joining import join, leave, pick_backend, torchrun_store
 from ranks.outcome import Outcome, call_check
-from ranks.settings import Settings
+from ranks.startup import Settings
 from reference.process_groups import new_group
 
 

@@ -18,6 +18,7 @@ from reference.layout.from_module import read_module
 from reference.layout.hf_config import apply_sets, build_meta_model, parse_sets, read_config
 
 from tests.pytest_run import ROOT
+from suites.impls.support import why_not
 
 transformers = pytest.importorskip("transformers",
                                    reason="--config builds models with transformers, which is not installed")
@@ -287,8 +288,9 @@ def megatron_layout(specs, config):
 def test_megatron_core_lays_the_read_params_out_identically(tmp_path, fields, ep, policy, bucket_size):
     megatron = megatron_or_skip()
     config = LayoutConfig(dp=4, policy=policy, bucket_size=bucket_size, expert_dp=4 // ep)
-    if megatron.unsupported(config):
-        pytest.skip(megatron.unsupported(config))
+    reason = why_not(megatron, config)
+    if reason:
+        pytest.skip(reason)
     specs = reader(build(tmp_path, fields), ep)
     assert megatron_layout(specs, config) == [layout_fields(b) for b in plan_layout(specs, config).buffers]
 

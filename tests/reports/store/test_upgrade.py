@@ -9,7 +9,7 @@ import pytest
 
 from reports.comparison.changes import compare_metrics
 from reports.comparison.comparable import previous_comparable, why_not_comparable
-from reports.comparison.trend import trend
+from reports.comparison.series import trend
 from reports.store.model import SCHEMA, Results, encode
 from reports.store.runs import RunError, load_results, readable_runs
 from reports.store.writer import dump_json, write_run

@@ -17,15 +17,15 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ranks import groups
+from ranks import joining
 from ranks.address import address_of
-from ranks.groups import BackendMismatch, agree_on_backend, keep_off_gpus, pick_backend
-from ranks.settings import launched_by_torchrun
+from ranks.joining import BackendMismatch, agree_on_backend, keep_off_gpus, pick_backend
+from ranks.startup import launched_by_torchrun
 from reports.conformance.suites import child_environment
 from ranks.outcome import Outcome, settle
 from ranks.pool import PoolError, WorkerPool
-from ranks.settings import Settings
-from suites.multigpu.harness.settings import settings_from
+from ranks.startup import Settings
+from suites.multigpu.harness.options import settings_from
 
 from tests.pytest_run import ROOT, run_pytest
 

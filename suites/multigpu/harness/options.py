@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from ranks.settings import DEFAULT_WORLD_SIZE, WORLD_SIZE_ENV, Settings, launched_by_torchrun
+from ranks.startup import DEFAULT_WORLD_SIZE, WORLD_SIZE_ENV, Settings, launched_by_torchrun
 
 
 def add_options(parser: pytest.Parser) -> None:

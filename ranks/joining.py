@@ -28,7 +28,7 @@ import torch.distributed as dist
 from reference.process_groups import new_group
 
 from .context import RankContext
-from .settings import Settings
+from .startup import Settings
 
 BLOCKING_WAIT = "TORCH_NCCL_BLOCKING_WAIT"
 _visible_before_hiding: list[str | None] = []  # CUDA_VISIBLE_DEVICES as it was, once hidden
