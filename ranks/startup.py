@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 WORLD_SIZE_ENV = "DDPC_WORLD_SIZE"
+ALLOW_WORLD_SIZE_ENV = "DDPC_ALLOW_WORLD_SIZE"
+"""Set (to anything but empty): spawn the world size asked for even past the machine's bound (ranks.capacity)."""
 DEFAULT_WORLD_SIZE = 2
 DEVICE_ENV = "DDPC_DEVICE"
 DEVICES = ("auto", "cpu", "cuda")

@@ -43,7 +43,7 @@ def main(
     conn: Connection,
     parent: int,
 ) -> None:
-    _die_with_parent(parent)
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
     os.environ["OMP_NUM_THREADS"] = str(settings.threads)
     import torch
@@ -97,7 +97,7 @@ def _run(ctx, task: Task) -> Outcome:
     return call_check(fn, ctx, task.args, task.kwargs, keep_warnings=True)
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Linux: get SIGKILL when the parent dies, even if it is killed before it can clean up."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -1,3 +1,4 @@
+from .cli import interruptible
 from .main import main
 
-raise SystemExit(main())
+raise SystemExit(interruptible(main, "stopped before the run was written; the runs already written are untouched"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Callable
 
 
 def key_number(text: str, form: str, split_at_last: bool = False) -> tuple[str, float]:
@@ -16,3 +18,12 @@ def key_number(text: str, form: str, split_at_last: bool = False) -> tuple[str, 
     if not sep or not key or not number >= 0:
         raise argparse.ArgumentTypeError(f"got {text!r}, but should be {form}")
     return key, number
+
+
+def interruptible(main: Callable[[], int], lost: str) -> int:
+    """``main()``, with Ctrl-C ending it in one line (exit 130) that says what was ``lost``, not a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(f"interrupted: {lost}", file=sys.stderr)
+        return 130

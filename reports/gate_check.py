@@ -40,6 +40,7 @@ from typing import Sequence
 
 from fixtures.slowed_reference import SLOWDOWN_ENV
 
+from .cli import interruptible
 from .comparison.changes import compare_metrics
 from .render.table import table
 from .store.runs import load_results, run_names
@@ -206,4 +207,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(interruptible(main, "stopped; the runs it finished are kept under --out"))

@@ -60,7 +60,7 @@ from .store.metrics import collect_metrics
 from .store.model import SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
 from .store.mutation_score import read_score
 from .store.runs import RunError, readable_runs
-from .store.writer import DEFAULT_ROOT, dump_json, fallback_root, reserve, write_run
+from .store.writer import DEFAULT_ROOT, dump_json, fallback_root, release, reserve, write_run
 
 TREND_RUNS = 20
 """Runs of the setup a report's trend shows (the site shows the whole history)."""
@@ -139,7 +139,8 @@ def run_conformance(args) -> list[SuiteRun]:
     for suite in args.suite or DEFAULT_SUITES:
         for impl in args.impl or DEFAULT_IMPLS:
             progress(f"running {suite} against {impl} ({args.world_size} ranks)")
-            result = run_suite(suite, impl, [f"--device={args.device}", *args.pytest_arg], world_size=args.world_size)
+            result = run_suite(suite, impl, [f"--device={args.device}", *args.pytest_arg], world_size=args.world_size,
+                               allow_world_size=args.allow_world_size)
             progress(f"  {impl}: {result.passed} passed, {result.failed + result.errors} failed, "
                      f"{result.skipped} skipped in {result.seconds:.1f}s")
             results.append(result)
@@ -207,6 +208,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rank = int(os.environ["RANK"]) if torchrun else 0
     world_size = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
     name = reserve(args.out, start) if rank == 0 else ""
+    try:
+        return _run(args, name, torchrun, rank, world_size, _command(torchrun, argv))
+    finally:
+        if rank == 0:
+            release(args.out, name)  # a run that was written has released it already
+
+
+def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: list[str]) -> int:
     backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), args.device)
     settings = bench_settings(args, backend)
     report = progress if rank == 0 else lambda _: None
@@ -228,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               tensors=tensors, smoke=args.smoke,
               setup=setup_of(backend, tensors, world_size, mode, args.smoke,
                              [(n.devices, n.host.cpu_model) for n in nodes]),
-              commit=commit(), command=tuple(_command(torchrun, argv)))
+              commit=commit(), command=tuple(command))
     records = Records(**{name_: tuple(rows) for name_, rows in bench.items()})
     results = Results(schema=SCHEMA, run=run, settings=settings, nodes=tuple(nodes), conformance=tuple(conformance),
                       suite_world_size=None if args.no_suites else args.world_size, strength=tuple(strength_rows),

@@ -30,7 +30,8 @@ import pytest
 
 from datamodel import doc
 from ranks.joining import visible_devices_before_hiding
-from ranks.startup import WORLD_SIZE_ENV, outside_torchrun
+from ranks.startup import ALLOW_WORLD_SIZE_ENV, WORLD_SIZE_ENV, outside_torchrun
+from ranks.worker import die_with_parent
 
 from .families import Counting, FamilyTally, frozen_families, tally
 
@@ -72,7 +73,7 @@ class SuiteRun:
         return self.header.split(" (levels")[0] if self.header else self.impl
 
 
-def child_environment(world_size: int | None = None) -> dict[str, str]:
+def child_environment(world_size: int | None = None, allow_world_size: bool = False) -> dict[str, str]:
     """This process's environment without torchrun's variables, with the GPUs it hid from itself visible
     again, and ``world_size`` ranks for the multi-rank suite."""
     env = outside_torchrun(os.environ)
@@ -83,18 +84,20 @@ def child_environment(world_size: int | None = None) -> dict[str, str]:
             env["CUDA_VISIBLE_DEVICES"] = visible
     if world_size is not None:
         env[WORLD_SIZE_ENV] = str(world_size)
+    if allow_world_size:
+        env[ALLOW_WORLD_SIZE_ENV] = "1"
     return env
 
 
 def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_size: int | None = None,
-              in_process: bool = False) -> SuiteRun:
+              in_process: bool = False, allow_world_size: bool = False) -> SuiteRun:
     """``pytest <suite> --impl <impl>`` in a child process, or here (``in_process``), with ``world_size`` ranks
     for the multi-rank suite; outcomes read back from JUnit XML."""
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "junit.xml"
         args = [suite, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", *(extra_args or [])]
         run = pytest_in_process if in_process else _pytest_child
-        code, stdout, stderr = run(args, child_environment(world_size))
+        code, stdout, stderr = run(args, child_environment(world_size, allow_world_size))
         outcomes = Outcomes()
         if xml_path.exists():
             _read_junit(xml_path, outcomes)
@@ -129,7 +132,10 @@ COUNTED = ("passed", "failed", "skipped", "xfailed", "errors")
 
 
 def _pytest_child(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT, capture_output=True, text=True, env=env)
+    """pytest in a child that dies with this process (a killed job leaves no suite running behind it)."""
+    parent = os.getpid()
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=ROOT, capture_output=True, text=True, env=env,
+                          preexec_fn=lambda: die_with_parent(parent))
     return proc.returncode, proc.stdout, proc.stderr
 
 

@@ -92,12 +92,13 @@ def write_run(files: dict[str, str | bytes], root: Path = DEFAULT_ROOT, name: st
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
-        _release(root, name)
+        release(root, name)
     point_latest(root, name)
     return final
 
 
-def _release(root: Path, name: str) -> None:
+def release(root: Path, name: str) -> None:
+    """Give a reserved name back (a job that ends before writing its run)."""
     try:
         (root / f"{RESERVED}{name}").rmdir()
     except OSError:

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from ranks.startup import DEFAULT_WORLD_SIZE, WORLD_SIZE_ENV, Settings, launched_by_torchrun
+from ranks.capacity import world_size_problem
+from ranks.startup import ALLOW_WORLD_SIZE_ENV, DEFAULT_WORLD_SIZE, WORLD_SIZE_ENV, Settings, launched_by_torchrun
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -22,6 +23,13 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help=f"ranks to start under plain pytest (default: ${WORLD_SIZE_ENV} or {DEFAULT_WORLD_SIZE}); "
         "under torchrun the world size is torchrun's",
+    )
+    group.addoption(
+        "--allow-world-size",
+        action="store_true",
+        default=bool(os.environ.get(ALLOW_WORLD_SIZE_ENV)),
+        help="start --world-size ranks even past what this machine's cores and memory hold "
+        f"(default: set by ${ALLOW_WORLD_SIZE_ENV})",
     )
     group.addoption(
         "--pg-timeout",
@@ -60,6 +68,9 @@ def settings_from(config: pytest.Config, environ: Mapping[str, str] = os.environ
             )
     else:
         mode, world_size = "plain", _plain_world_size(requested, environ)
+        problem = world_size_problem(world_size, config.getoption("allow_world_size"), "--allow-world-size")
+        if problem:
+            raise pytest.UsageError(problem)
     return Settings(mode, world_size, pg_timeout, rank_timeout, config.getoption("impl", "reference"),
                     device=config.getoption("device", "auto"))
 
