@@ -72,8 +72,8 @@ from .timing import timed
 VARIANTS = ("compute", "overlap", "serial")
 MODES = ("emulated", "real")
 CALIBRATION_ROUNDS = 20
-"""Rounds of ``depth`` all-reduces that size the emulated compute: with 5, the size moved 3.3-5.4 ms between runs
-of the same code on 2 shared cores, and the efficiency with it."""
+"""Rounds of ``depth`` all-reduces that size the emulated compute: enough that the size (and the efficiency with
+it) does not move between runs of the same code (docs/nightly.md)."""
 CALIBRATION_WARMUP = 3
 
 @dataclass(frozen=True)

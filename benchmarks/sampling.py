@@ -79,11 +79,9 @@ GATE_RULES: Mapping[str, GateRule] = {
     "busbw_ratio": GateRule(0.10, Target(0.05, "relative")),
 }
 """Ratios measured side by side (step time, harness): threshold 3%, target ±2%; overlap efficiencies: 0.10 and
-±0.03 absolute; bus-bandwidth ratios of padded to unpadded buckets: 10% and ±5%. Each threshold sits above
-the run-to-run drift of the same code measured on 2 shared cores (2026-11-25; reports.gate_check,
-docs/nightly.md): the reference's step ratio read 1.025-1.055 over six runs, so 3% catches most 5%
-slowdowns and passes over 2.5% ones; its emulated efficiency moved 0.076 between two runs whose intervals had
-met their ±0.03, so 0.05 cried wolf."""
+±0.03 absolute; bus-bandwidth ratios of padded to unpadded buckets: 10% and ±5%. The rule: each threshold sits
+above the run-to-run drift of the same code (``python -m reports.gate_check`` measures it; docs/nightly.md has
+the figures that chose these), and each target inside its threshold."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ NCCL_EMULATED_WIDTH = 4096  # 64 MiB fp32 buckets
 INFORMATIVE_ROUNDS = 15
 BUDGETS = {"busbw": 45.0, "harness_overhead": 20.0, "overlap": 120.0, "step_time": 90.0}
 """Seconds of calibrated rounds of each benchmark with gated figures (its warm-up and informative parts
-aside): on 2 shared cores the whole job's benchmarks take about 7 minutes."""
+aside); docs/nightly.md says what the whole job's benchmarks take with them."""
 
 
 @dataclass(frozen=True)

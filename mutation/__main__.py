@@ -127,7 +127,8 @@ def run_pending(session: Session, tree: Path, args: argparse.Namespace, started:
         print(output[-3000:], file=sys.stderr)
         raise SessionError("the checks fail on the unmutated tree, but should pass: every mutant would count as "
                            "killed")
-    print(f"{len(pending)} mutants pending (3-60 s each on 2 shared cores: a survivor runs all its checks)", flush=True)
+    print(f"{len(pending)} mutants pending (a survivor runs all its checks: docs/mutation.md says how long)",
+          flush=True)
     run_sitting(pending, lambda key: run_mutant(tree, key, args.timeout), session.record, args.max_mutants,
                 args.max_minutes, started)
 
