@@ -163,7 +163,7 @@ def test_ranks_that_chose_different_backends_are_refused_by_name(tmp_path):
 
 def test_a_gloo_rank_hides_gpus_only_where_there_are_some(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(groups, "_visible_before_hiding", [])
+    monkeypatch.setattr(joining, "_visible_before_hiding", [])
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     keep_off_gpus("gloo")
     assert "CUDA_VISIBLE_DEVICES" not in os.environ, "no GPU here: nothing to hide"
