@@ -109,3 +109,11 @@ def test_each_setup_is_its_own_series_so_new_hardware_is_no_step(tmp_path):
     text = trend_markdown([first, second])
     assert "of 2 setup(s)" in text and "### gloo, 2 ranks, plain, 1 node" in text and "### nccl, 8 ranks" in text
     assert len(plot_trend([first, second], tmp_path / "plots")) == 2
+
+
+def test_a_root_that_does_not_exist_is_an_error_not_an_empty_trend(tmp_path, capsys):
+    assert main(["--root", str(tmp_path / "nowhere")]) == 2
+    assert "got no such folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["--root", str(tmp_path / "empty")]) == 0
+    assert "No readable runs" in capsys.readouterr().out
