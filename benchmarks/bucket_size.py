@@ -23,7 +23,6 @@ verification rounds predict.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Sequence
@@ -34,9 +33,10 @@ from reference.layout import ParamSpec, plan_layout
 
 from .busbw import ELEMENT, CurveRequest, sweep_curve
 from .emulation import sleep_overshoot, watch_sleeps
+from .measurable import lone_rank
 from .overlap import bucket_collective_s
 from .registry import Benchmark, Metric, absolute, informative
-from .sampling import Sampled, Sampling, Target, rotating_round, sample
+from .sampling import RoundProgress, Sampled, Sampling, Target, rotating_round, sample
 from .schedule import Bucket, buckets_of
 from .settings import Model
 from .stats import Figure
@@ -141,7 +141,8 @@ class Plan:
 def measure_tuning(ctx, impl, model: Model, sampling: Sampling, progress: Progress = lambda _: None,
                    smoke: bool = False) -> BucketSizeRecord:
     """Calibrate, predict every candidate, and verify three sizes against their measured steps (module doc);
-    a smoke run's one round on tiny inputs verifies nothing, whatever its numbers say."""
+    one rank (where nothing is communicated) or a smoke run's one round on tiny inputs verifies nothing,
+    whatever the numbers say."""
     plan = Plan(model, ctx.world_size)
     with watch_sleeps() as sleeps:
         wait_s = model.wait_ratio * bucket_collective_s(ctx, model)
@@ -159,9 +160,10 @@ def measure_tuning(ctx, impl, model: Model, sampling: Sampling, progress: Progre
     predictions = plan.predictions(inputs)
     recommendation = recommend(predictions)
     verification = _moved(plan, first, recommendation, verify(checks_of(times)))
-    if smoke:
-        verification = replace(verification, verified=False,
-                               why="unverified: a smoke run (one round on tiny inputs) verifies nothing")
+    lone = lone_rank(ctx.world_size, "for a bucket size to change")
+    if lone or smoke:
+        why = lone.why if lone else "a smoke run (one round on tiny inputs) verifies nothing"
+        verification = replace(verification, verified=False, why=f"unverified: {why}")
     overshoot = sleep_overshoot(sleeps) if ctx.device.type == "cpu" else None
     return BucketSizeRecord(impl=impl.name, model=model, wait_ms=wait_s * 1e3, inputs=inputs,
                             predictions=predictions, recommendation=recommendation, verification=verification,
@@ -193,15 +195,13 @@ def _rounds(ctx, probe: Probe, sampling: Sampling, checks_of=None, progress: Pro
     ops = probe.ops()
     times: dict[str, list[float]] = {name: [] for name in ops}
     one_round = rotating_round(ops, times)
-    began: list[float] = []
+    sizes = f"{len(probe.steps)} sizes measured side by side" if probe.steps else "the inputs"
+    shown = RoundProgress(progress, f"{phase} ({sizes})", sampling)
 
     def reported(index: int, keep: bool) -> float:
         seconds = one_round(index, keep)
         if keep:
-            began.append(began[0] if began else time.monotonic() - seconds)
-            kept, elapsed = len(times["compute"]), time.monotonic() - began[0]
-            progress(f"{phase}: round {kept} ({len(probe.steps) or 'no'} sizes measured side by side), "
-                     f"about {rounds_left(sampling, kept, elapsed):.0f} s left")
+            shown(len(times["compute"]), seconds)
         return seconds
 
     def targets() -> dict:
@@ -210,15 +210,6 @@ def _rounds(ctx, probe: Probe, sampling: Sampling, checks_of=None, progress: Pro
         return {c.role: (c.error, ERROR_TARGET) for c in checks_of(times)}
 
     return times, sample(ctx, sampling, reported, targets)
-
-
-def rounds_left(sampling: Sampling, kept: int, elapsed: float) -> float:
-    """Seconds of rounds still to come at most: the fixed count's, or what is left of the budget (the
-    minimum rounds' time when that is more)."""
-    per_round = elapsed / max(kept, 1)
-    if sampling.fixed_rounds is not None:
-        return per_round * max(sampling.fixed_rounds - kept, 0)
-    return max(sampling.budget_s - elapsed, per_round * max(sampling.min_rounds - kept, 0), 0.0)
 
 
 def _warmed(sampling: Sampling) -> Sampling:
@@ -236,8 +227,7 @@ def tune_on_ranks(ctx, impl: str, model: Model, sampling: Sampling, curve: Curve
     report = _progress(ctx)
     points = None
     if curve is not None:
-        points = sweep_curve(ctx, curve.collective, curve.policy, curve.sizes, curve.sampling,
-                             lambda text: report(f"curve: {text}"))
+        points = sweep_curve(ctx, curve.collective, curve.policy, curve.sizes, curve.sampling, report)
     return points, measure_tuning(ctx, load_implementation(impl), model, sampling, report, smoke)
 
 
@@ -249,12 +239,10 @@ def _progress(ctx) -> Progress:
 
 
 def measure(ctx, settings) -> list[BucketSizeRecord]:
-    """The nightly's check of the method on the benchmark's tuning model, at the run's world size. At one rank
-    nothing is communicated: no bucket size is better than another, and nothing is measured."""
+    """The nightly's check of the method on the benchmark's tuning model, at the run's world size (at one rank
+    the path runs, and its record says that nothing was there to verify)."""
     from suites.impls import load_implementation
 
-    if ctx.world_size == 1:
-        return []
     return [measure_tuning(ctx, load_implementation(IMPL), settings.tuning, settings.sampling("bucket_size"),
                            _progress(ctx), settings.smoke)]
 

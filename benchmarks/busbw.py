@@ -46,7 +46,7 @@ from reference.layout import POLICIES, get_policy, pad
 
 from .measurable import Refusal, lone_rank, ratio
 from .registry import Benchmark, Metric, absolute, gated
-from .sampling import GATE_RULES, Sampled, Sampling, Target, rotating_round, sample
+from .sampling import GATE_RULES, RoundProgress, Sampled, Sampling, Target, rotating_round, sample
 from .stats import Figure
 from .timing import timed
 
@@ -271,11 +271,12 @@ def sweep_curve(ctx, collective: str, policy: str, sizes: Sequence[int], samplin
         ops[count * ELEMENT.itemsize] = partial(timed, ctx, buffers.op(ctx.rank, ctx.group), calls)
     times: dict[int, list[float]] = {size: [] for size in ops}
     one_round = rotating_round(ops, times)
+    shown = RoundProgress(progress, f"curve ({collective}, {len(ops)} sizes)", sampling)
 
     def reported(index: int, keep: bool) -> float:
         seconds = one_round(index, keep)
         if keep:
-            progress(f"round {len(next(iter(times.values())))}, {len(ops)} sizes")
+            shown(len(next(iter(times.values()))), seconds)
         return seconds
 
     def targets() -> dict:

@@ -16,7 +16,7 @@ NCCL_EMULATED_WIDTH = 4096  # 64 MiB fp32 buckets
 INFORMATIVE_ROUNDS = 15
 BUDGETS = {"busbw": 45.0, "harness_overhead": 20.0, "overlap": 120.0, "step_time": 90.0, "bucket_size": 30.0}
 """Seconds of calibrated rounds of each benchmark with gated figures (its warm-up and informative parts
-aside): on 2 shared cores the whole job's benchmarks take about 7 minutes."""
+aside): on 2 shared cores the whole job's benchmarks take about 8 minutes."""
 
 
 @dataclass(frozen=True)

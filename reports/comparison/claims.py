@@ -150,7 +150,7 @@ def _bucket_megabytes(upper_only: bool) -> Callable[[Results], Measured]:
     def measure(results: Results) -> Measured:
         record: BucketSizeRecord | None = next(iter(results.benchmarks.bucket_size), None)
         if record is None:
-            return Measured("", missing="no bucket-size benchmark in this run (one rank, or not selected)")
+            return Measured("", missing="no bucket-size benchmark in this run (not selected)")
         if not record.verification.verified:
             return Measured("", missing=f"the prediction was not verified here ({record.verification.why})")
         total = _bytes(record, None) / 1e6

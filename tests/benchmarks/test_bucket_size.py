@@ -1,7 +1,6 @@
 """The bucket-size benchmark's plan and verdicts, worked by hand on a small model."""
 
-from benchmarks.bucket_size import Plan, _moved, rounds_left
-from benchmarks.sampling import Sampling
+from benchmarks.bucket_size import Plan, _moved
 from benchmarks.settings import Model
 from benchmarks.tuning import Recommendation, Verification
 
@@ -42,8 +41,3 @@ def test_a_recommendation_measured_and_still_within_5_percent_stays_verified_and
     # The same buckets under another size is the same choice: 40M is one bucket.
     assert _moved(PLAN, 40_000_000, Recommendation(None, 5.0, 0.05, (None,)), VERIFIED) == VERIFIED
 
-
-def test_time_left_is_the_fixed_rounds_or_the_budget():
-    assert rounds_left(Sampling(fixed_rounds=10), kept=4, elapsed=2.0) == 3.0
-    assert rounds_left(Sampling(budget_s=30.0, min_rounds=10), kept=5, elapsed=10.0) == 20.0
-    assert rounds_left(Sampling(budget_s=5.0, min_rounds=10), kept=5, elapsed=10.0) == 10.0

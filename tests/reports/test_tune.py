@@ -54,7 +54,8 @@ def test_a_module_factory_tuned_from_a_runs_curve_as_json(busbw_run):
     assert {c.role for c in checks} <= {"recommended", "far smaller", "far larger"} and checks, checks
     assert report.smoke and not report.verified, "a smoke run verifies nothing"
     progress = proc.stderr
-    assert "[bucket size] verification: round 1" in progress and "predicted" in progress, progress[-2000:]
+    assert "[bucket size] verification (" in progress and "round 1, about" in progress, progress[-2000:]
+    assert "predicted 7 of 7 sizes" in progress, progress[-2000:]
 
 
 def test_a_config_tuned_as_tables_says_what_it_rests_on(busbw_run, tmp_path):

@@ -21,6 +21,11 @@ def size_cell(bucket_size: int | None, element_bytes: int) -> str:
     return f"{bucket_size:,} ({bytes_label(bucket_size * element_bytes)})"
 
 
+def ms(value: float) -> str:
+    """Milliseconds for a table: 4 significant digits, and whole ms with thousands apart from 10 s up."""
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
 def predictions_markdown(predictions: Sequence[Prediction], recommendation: Recommendation,
                          element_bytes: int) -> str:
     """One row per candidate, the recommendation marked (*) and its 5% range (~)."""
@@ -28,9 +33,9 @@ def predictions_markdown(predictions: Sequence[Prediction], recommendation: Reco
              "~" if p.bucket_size in recommendation.within else "",
              "bucket size, elements": size_cell(p.bucket_size, element_bytes), "why": "; ".join(p.origins),
              "buckets": f"{p.buckets:,}", "padding": f"{p.padding:,} ({p.padding_pct:.3g}%)",
-             "exposed (ms)": f"{p.exposed_ms:.4g}", "share of step": f"{p.share:.1%}",
-             "launch (ms)": f"{p.launch_ms:.4g}", "contention (ms)": f"{p.slowed_ms:.4g}",
-             "unhidden (ms)": f"{p.unhidden_ms:.4g}", "step (ms)": f"{p.step_ms:.4g}"}
+             "exposed (ms)": ms(p.exposed_ms), "share of step": f"{p.share:.1%}",
+             "launch (ms)": ms(p.launch_ms), "contention (ms)": ms(p.slowed_ms),
+             "unhidden (ms)": ms(p.unhidden_ms), "step (ms)": ms(p.step_ms)}
             for p in predictions]
     return table(rows, numparse=False) + (
         "\n\nExposed = step - compute: the launches, the backward's slowdown while collectives run beside it "
@@ -43,7 +48,7 @@ def recommendation_line(recommendation: Recommendation, element_bytes: int) -> s
     span = (size_cell(low, element_bytes) if low == high else
             f"{size_cell(low, element_bytes)} to {size_cell(high, element_bytes)}")
     return (f"Recommended: {size_cell(recommendation.bucket_size, element_bytes)} elements per bucket, "
-            f"{recommendation.exposed_ms:.4g} ms exposed; within {recommendation.tolerance:.0%} of it: "
+            f"{ms(recommendation.exposed_ms)} ms exposed; within {recommendation.tolerance:.0%} of it: "
             f"{span}.")
 
 
