@@ -1,11 +1,12 @@
 """The benchmarks, each one registered unit (``benchmarks.registry.Benchmark``), in report order."""
 
-from . import bucketing, busbw, harness_overhead, overlap, single_process, step_time
+from . import bucket_size, bucketing, busbw, harness_overhead, overlap, single_process, step_time
 
 BENCHMARKS = (
     busbw.BENCHMARK,
     harness_overhead.BENCHMARK,
     overlap.BENCHMARK,
+    bucket_size.BENCHMARK,
     step_time.BENCHMARK,
     bucketing.BENCHMARK,
     single_process.SHARD_CACHE,

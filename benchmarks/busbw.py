@@ -46,7 +46,7 @@ from reference.layout import POLICIES, get_policy, pad
 
 from .measurable import Refusal, lone_rank, ratio
 from .registry import Benchmark, Metric, absolute, gated
-from .sampling import GATE_RULES, Sampled, Sampling, rotating_round, sample
+from .sampling import GATE_RULES, RoundProgress, Sampled, Sampling, Target, rotating_round, sample
 from .stats import Figure
 from .timing import timed
 
@@ -237,6 +237,53 @@ def measure(ctx, settings) -> list[dict]:
                     records.append(_record(ctx, collective, placement, p, counts[p], requested, seconds[p], calls,
                                            effective[p], figure, refused, sampled, _wrong(ctx, buffers[p], ops[p])))
     return records
+
+
+CURVE_TARGET = Target(0.05, "relative")
+
+
+@dataclass(frozen=True)
+class CurveRequest:
+    """A curve to measure: one collective, in place, padded under ``policy``, at each requested size
+    (bytes)."""
+
+    collective: str
+    policy: str
+    sizes: tuple[int, ...]
+    sampling: Sampling
+
+
+def curve_policy(policy: str) -> str:
+    """The sweep's padding that matches a layout policy: the policy itself where the sweep pads by it (the
+    distributed optimizer's), unpadded otherwise (a packed bucket is padded by nothing)."""
+    return policy if policy in PADDINGS else "unpadded"
+
+
+def sweep_curve(ctx, collective: str, policy: str, sizes: Sequence[int], sampling: Sampling,
+                progress=lambda _: None) -> list[tuple[int, Figure]]:
+    """(padded bytes, seconds per call per round) of ``collective`` in place (as DDP uses a bucket) at each
+    size, every size timed once a round in a rotating order, rounds calibrated to ±5% on every size's time."""
+    n, ops = ctx.world_size, {}
+    for size in sizes:
+        count = padded_count(bucket_count(size), policy, collective, n)
+        buffers = make_buffers(collective, "in-place", count, n, ctx.device)
+        calls = calls_per_round(size, sampling.fixed_rounds == 1, ctx.backend)
+        ops[count * ELEMENT.itemsize] = partial(timed, ctx, buffers.op(ctx.rank, ctx.group), calls)
+    times: dict[int, list[float]] = {size: [] for size in ops}
+    one_round = rotating_round(ops, times)
+    shown = RoundProgress(progress, f"curve ({collective}, {len(ops)} sizes)", sampling)
+
+    def reported(index: int, keep: bool) -> float:
+        seconds = one_round(index, keep)
+        if keep:
+            shown(len(next(iter(times.values()))), seconds)
+        return seconds
+
+    def targets() -> dict:
+        return {size: (Figure.of(t, "s", "lower") if t else None, CURVE_TARGET) for size, t in times.items()}
+
+    sample(ctx, sampling, reported, targets)
+    return [(size, Figure.of(t, "s", "lower")) for size, t in sorted(times.items())]
 
 
 def _share(settings, cells: int) -> Sampling:

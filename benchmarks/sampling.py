@@ -207,6 +207,33 @@ def sample(ctx, sampling: Sampling, one_round: Round,
 STOPS = ("", "targets met", "budget spent", "max rounds")
 
 
+def rounds_left(sampling: Sampling, kept: int, elapsed: float) -> float:
+    """Seconds of rounds still to come at most: the fixed count's, or what is left of the budget (the
+    minimum rounds' time when that is more)."""
+    per_round = elapsed / max(kept, 1)
+    if sampling.fixed_rounds is not None:
+        return per_round * max(sampling.fixed_rounds - kept, 0)
+    return max(sampling.budget_s - elapsed, per_round * max(sampling.min_rounds - kept, 0), 0.0)
+
+
+class RoundProgress:
+    """A progress line for rounds being kept: '<what>: round 7, about 12 s left', a line a second at most."""
+
+    def __init__(self, report: Callable[[str], None], what: str, sampling: Sampling, every_s: float = 1.0) -> None:
+        self.report, self.what, self.sampling, self.every_s = report, what, sampling, every_s
+        self.start: float | None = None
+        self.last = -float("inf")
+
+    def __call__(self, kept: int, round_s: float) -> None:
+        now = time.monotonic()
+        if self.start is None:
+            self.start = now - round_s
+        if now - self.last >= self.every_s:
+            self.last = now
+            left = rounds_left(self.sampling, kept, now - self.start)
+            self.report(f"{self.what}: round {kept}, about {left:.0f} s left")
+
+
 def _agree(ctx, value):
     """Rank 0's ``value`` (a bool or a small int) on every rank, over the control group."""
     if ctx is None or ctx.world_size == 1:

@@ -19,6 +19,14 @@ The model, upstream Megatron's with ``overlap_grad_reduce``:
   are ready. Expert buffers reduce over another communicator, whose
   collectives a device could run beside a dense one's; they share the same
   links, and are modelled one at a time;
+- contention: a collective running beside the backward may slow it down
+  (on a CPU the collective's threads take cores the backward needs; on a
+  GPU its kernels take SMs and memory bandwidth). ``contention`` is the
+  share of the backward's speed a running collective takes: while one
+  runs, compute and launches progress at ``1 - share`` of their speed. One
+  share for every collective, or a function of the bucket and its
+  collective's seconds (a share per byte moved, say); 0, the default:
+  collectives cost the backward nothing;
 - the step ends when the backward and the last collective have both ended.
 
 Definitions (seconds from the backward's start):
@@ -26,7 +34,8 @@ Definitions (seconds from the backward's start):
 - ``compute_s``: the steps' compute, summed (the backward alone);
 - ``launch_s``: ``launch_cost_s`` times the number of buckets: the
   implementation's own cost on the critical path;
-- ``compute_end_s = compute_s + launch_s``: when the backward ends;
+- ``slowed_s``: what contention added to the backward;
+- ``compute_end_s = compute_s + launch_s + slowed_s``: when the backward ends;
 - ``step_s = max(compute_end_s, the last collective's end)``: what a timed
   step measures, from the backward's start until its last collective is
   waited for;
@@ -36,11 +45,12 @@ Definitions (seconds from the backward's start):
 - ``communication_s``: the collectives' times, summed; ``hidden_s =
   communication_s - exposed_s`` ran while the backward computed.
 
-So ``step_s = compute_s + launch_s + exposed_s``.
+So ``step_s = compute_s + launch_s + slowed_s + exposed_s``.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import numbers
 from dataclasses import dataclass
@@ -55,6 +65,9 @@ CollectiveSeconds = Callable[[int], float]
 """Seconds one collective of ``size_bytes`` takes (a ``benchmarks.curve.CollectiveCurve`` is one)."""
 CollectiveTimes = Union[CollectiveSeconds, Mapping[str, CollectiveSeconds]]
 """One function for every bucket, or one per communicator (``DENSE_GROUP``, ``EXPERT_GROUP``)."""
+"""One function for every bucket, or one per communicator (``DENSE_GROUP``, ``EXPERT_GROUP``)."""
+Contention = Union[float, Callable[["Bucket", float], float]]
+"""The share of the backward's speed a running collective takes: one for all, or (bucket, seconds) -> it."""
 ComputeSteps = Sequence[tuple[Union[str, None], float]]
 """(param name, or None for compute that readies no grad; seconds), in backward order."""
 
@@ -98,6 +111,11 @@ class Schedule:
     step_s: float
 
     @property
+    def slowed_s(self) -> float:
+        """What collectives running beside the backward added to it (``contention``)."""
+        return self.compute_end_s - self.compute_s - self.launch_s
+
+    @property
     def exposed_s(self) -> float:
         return self.step_s - self.compute_end_s
 
@@ -111,7 +129,7 @@ class Schedule:
 
 
 def simulate(buckets: Sequence[Bucket], compute: ComputeSteps, collective_seconds: CollectiveTimes, *,
-             launch_cost_s: float) -> Schedule:
+             launch_cost_s: float, contention: Contention = 0.0) -> Schedule:
     """Simulate one backward: ``compute`` in backward order; ``buckets`` in launch order, which decides only
     between buckets ready at the same moment (collectives run in the order their buckets become ready).
 
@@ -120,24 +138,66 @@ def simulate(buckets: Sequence[Bucket], compute: ComputeSteps, collective_second
     if not buckets:
         raise ValueError("buckets: got none, but a backward reduces at least one bucket")
     _check_seconds("launch_cost_s", launch_cost_s)
-    collective_s = _collective_times(buckets, collective_seconds)
+    seconds = _collective_times(buckets, collective_seconds)
+    shares = [contention(b, t) if callable(contention) else contention for b, t in zip(buckets, seconds)]
+    for bucket, share in zip(buckets, shares):
+        if isinstance(share, bool) or not isinstance(share, numbers.Real) or not 0 <= share < 1:
+            raise ValueError(f"contention of {bucket.label}: got {share!r}, but should be a share of the "
+                             "backward's speed in [0, 1)")
+    stream = _Stream(seconds, shares)
     completing = _completing_buckets(buckets, compute)
-    ready = [0.0] * len(buckets)
     clock = compute_s = 0.0
-    for position, (_, seconds) in enumerate(compute):
-        clock += seconds
-        compute_s += seconds
+    for position, (_, step_s) in enumerate(compute):
+        clock = stream.compute(clock, step_s)
+        compute_s += step_s
         bucket = completing.get(position)
         if bucket is not None:
-            clock += launch_cost_s
-            ready[bucket] = clock
-    timings = []
-    stream_end = 0.0
-    for i in sorted(range(len(buckets)), key=lambda i: (ready[i], i)):
-        start = max(ready[i], stream_end)
-        stream_end = start + collective_s[i]
-        timings.append(BucketTiming(buckets[i], ready[i], start, stream_end))
-    return Schedule(tuple(timings), compute_s, launch_cost_s * len(buckets), clock, max(clock, stream_end))
+            clock = stream.compute(clock, launch_cost_s)
+            stream.ready(bucket, clock)
+    stream.run_until(math.inf)
+    timings = tuple(BucketTiming(buckets[i], ready, start, end) for i, ready, start, end in stream.ran)
+    return Schedule(timings, compute_s, launch_cost_s * len(buckets), clock, max(clock, stream.end))
+
+
+class _Stream:
+    """The one stream collectives run on: each starts when its bucket is ready and the one before it has
+    ended, in (ready time, given order) order."""
+
+    def __init__(self, seconds: list[float], shares: list[float]) -> None:
+        self.seconds, self.shares = seconds, shares
+        self.contended = any(shares)
+        self.waiting: list[tuple[float, int]] = []  # (ready time, bucket index), a heap
+        self.end = 0.0
+        self.share = 0.0  # of the collective that ends at ``end``
+        self.ran: list[tuple[int, float, float, float]] = []  # (bucket index, ready, start, end)
+
+    def ready(self, index: int, at: float) -> None:
+        heapq.heappush(self.waiting, (at, index))
+
+    def run_until(self, at: float) -> None:
+        """Start every waiting collective whose start comes at or before ``at``. Called only when the clock is
+        about to pass ``at``: every bucket ready by then is known, so ties go in the given order."""
+        while self.waiting and max(self.waiting[0][0], self.end) <= at:
+            ready, index = heapq.heappop(self.waiting)
+            start = max(ready, self.end)
+            self.end, self.share = start + self.seconds[index], self.shares[index]
+            self.ran.append((index, ready, start, self.end))
+
+    def compute(self, clock: float, work: float) -> float:
+        """When ``work`` seconds of backward starting at ``clock`` end, at ``1 - share`` of full speed while a
+        collective runs."""
+        if not self.contended:
+            return clock + work
+        while work > 0:
+            self.run_until(clock)
+            if self.end <= clock:
+                return clock + work
+            busy, speed = self.end - clock, 1.0 - self.share
+            if work <= busy * speed:
+                return clock + work / speed
+            work -= busy * speed
+            clock = self.end
+        return clock
 
 
 def buckets_of(layout: ModelLayout, element_bytes: int | None = None) -> tuple[Bucket, ...]:
@@ -165,10 +225,11 @@ def buckets_of(layout: ModelLayout, element_bytes: int | None = None) -> tuple[B
 
 
 def simulate_layout(layout: ModelLayout, compute: ComputeSteps, collective_seconds: CollectiveTimes, *,
-                    launch_cost_s: float, element_bytes: int | None = None) -> Schedule:
+                    launch_cost_s: float, contention: Contention = 0.0, element_bytes: int | None = None
+                    ) -> Schedule:
     """``simulate`` over a planned layout's buckets: what the tuner calls for each candidate bucket size."""
     buckets = buckets_of(layout, element_bytes)
-    return simulate(buckets, compute, collective_seconds, launch_cost_s=launch_cost_s)
+    return simulate(buckets, compute, collective_seconds, launch_cost_s=launch_cost_s, contention=contention)
 
 
 def collective_for(config: LayoutConfig) -> str:

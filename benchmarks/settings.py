@@ -14,7 +14,7 @@ GLOO_LARGEST = 2**24  # bytes: 16 MiB, what two local gloo ranks sweep in second
 NCCL_LARGEST = 2**30  # bytes: 1 GiB, where upstream's 40M-element buckets live
 NCCL_EMULATED_WIDTH = 4096  # 64 MiB fp32 buckets
 INFORMATIVE_ROUNDS = 15
-BUDGETS = {"busbw": 45.0, "harness_overhead": 20.0, "overlap": 120.0, "step_time": 90.0}
+BUDGETS = {"busbw": 45.0, "harness_overhead": 20.0, "overlap": 120.0, "step_time": 90.0, "bucket_size": 30.0}
 """Seconds of calibrated rounds of each benchmark with gated figures (its warm-up and informative parts
 aside); docs/nightly.md says what the whole job's benchmarks take with them."""
 
@@ -39,6 +39,11 @@ class Model:
         return self.width * self.width
 
 
+TUNING_MODEL = Model(width=256, depth=64, batch=4, wait_ratio=2.0)
+NCCL_TUNING_MODEL = Model(width=2048, depth=32, batch=4, wait_ratio=2.0)
+"""16 MiB fp32 layers, 512 MiB in all: the sizes the design notes' bucket-size claims are about fit in it."""
+
+
 @dataclass(frozen=True)
 class BenchSettings:
     """What one run of the benchmarks measured."""
@@ -57,15 +62,19 @@ class BenchSettings:
     emulated: Model = doc("the emulated-overlap model: batch 4 keeps the layers' real backward well under a "
                           "bucket's collective, so the waits are the compute", Model(batch=4, wait_ratio=1.0))
     real: Model = doc("the real-compute model of the overlap and step-time benchmarks", Model(depth=6))
+    tuning: Model = doc("the bucket-size benchmark's emulated model (benchmarks/bucket_size.py): layers "
+                        "small enough that a collective's latency and the launch cost per bucket matter, "
+                        "many enough that the last bucket's exposure does too", TUNING_MODEL)
     smoke: bool = doc("each benchmark once on tiny inputs: timings mean nothing", False)
 
     @classmethod
     def for_backend(cls, backend: str, largest: int | None = None, **changes) -> "BenchSettings":
-        """On NCCL: buckets up to 1 GiB in the sweep, and 64 MiB emulated-overlap buckets, whose collective
-        outlasts a layer's launch overheads."""
+        """On NCCL: buckets up to 1 GiB in the sweep, 64 MiB emulated-overlap buckets, whose collective
+        outlasts a layer's launch overheads, and a tuning model large enough for 80 MB buckets."""
         top = largest or (NCCL_LARGEST if backend == "nccl" else GLOO_LARGEST)
         if backend == "nccl":
             changes.setdefault("emulated", Model(width=NCCL_EMULATED_WIDTH, batch=4, wait_ratio=1.0))
+            changes.setdefault("tuning", NCCL_TUNING_MODEL)
         return cls(busbw=Sweep.geometric(2**10, top, rounds=10), **changes)
 
     def sampling(self, benchmark: str, gated: bool = True) -> Sampling:
@@ -79,4 +88,5 @@ class BenchSettings:
         """Each benchmark once on tiny inputs: proves the code paths and checks; the timings mean nothing."""
         tiny = Model(width=64, depth=3, batch=4)
         return replace(self, busbw=Sweep.geometric(2**10, 2**12, rounds=1, warmup=0), rounds=1, warmup=0,
-                       emulated=replace(tiny, wait_ratio=1.0), real=tiny, smoke=True)
+                       emulated=replace(tiny, wait_ratio=1.0), real=tiny,
+                       tuning=replace(tiny, depth=4, wait_ratio=1.0), smoke=True)

@@ -20,7 +20,12 @@ def timed(ctx, op, calls: int = 1) -> float:
     for _ in range(calls):
         op()
     ctx.sync()
-    elapsed = torch.tensor([(time.perf_counter() - start) / calls], dtype=torch.float64, device=ctx.device)
+    return slowest(ctx, (time.perf_counter() - start) / calls)
+
+
+def slowest(ctx, seconds: float) -> float:
+    """The largest of every rank's ``seconds``: a step is as slow as its slowest rank."""
+    elapsed = torch.tensor([seconds], dtype=torch.float64, device=ctx.device)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=ctx.group)
     return float(elapsed.item())
 

@@ -23,8 +23,9 @@ from .policies import HIGH_BUSBW_ALIGNMENT, POLICIES
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m reference.layout", description=__doc__)
+def add_model_source(parser: argparse.ArgumentParser) -> None:
+    """The model to plan (exactly one of --model, --numel, --config, --module), its --set overrides, and
+    --ep: the options every command that reads a model shares."""
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", choices=model_names(), help="a model from fixtures/models.json")
     what.add_argument("--numel", type=int, help="one flat parameter of this many elements")
@@ -36,12 +37,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="with --config: override a config field (value parsed as JSON when it parses, "
                         "else a string); repeatable, a dotted key reaches into a nested field")
-    parser.add_argument("--dp", type=int, default=8, help="data-parallel size (default 8)")
     parser.add_argument(
         "--ep", type=int, default=1,
         help="expert-parallel size for a mixture-of-experts model (default 1): this rank holds "
         "experts / ep experts, whose buffers are planned for the expert-data-parallel size dp / ep",
     )
+
+
+def check_model_source(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse what ``add_model_source``'s options cannot mean together (``args.dp``: the data-parallel
+    size)."""
+    if args.numel is not None and args.numel < 1:
+        parser.error(f"--numel: got {args.numel}, but should be >= 1")
+    if args.ep < 1 or args.dp % args.ep:
+        parser.error(f"--ep: got {args.ep}, but should be a divisor of --dp {args.dp}")
+    if args.set and args.config is None:
+        parser.error(f"--set: got {args.set[0]!r}, but --set overrides fields of a --config only")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m reference.layout", description=__doc__)
+    add_model_source(parser)
+    parser.add_argument("--dp", type=int, default=8, help="data-parallel size (default 8)")
     parser.add_argument(
         "--bucket-size", type=int, default=None,
         help="elements per bucket (default: upstream's max(40M, 1M * dp)); 0 for one bucket",
@@ -53,12 +70,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--summary", action="store_true", help="totals only, no per-bucket rows")
     args = parser.parse_args(argv)
-    if args.numel is not None and args.numel < 1:
-        parser.error(f"--numel: got {args.numel}, but should be >= 1")
-    if args.ep < 1 or args.dp % args.ep:
-        parser.error(f"--ep: got {args.ep}, but should be a divisor of --dp {args.dp}")
-    if args.set and args.config is None:
-        parser.error(f"--set: got {args.set[0]!r}, but --set overrides fields of a --config only")
+    check_model_source(parser, args)
     return args
 
 

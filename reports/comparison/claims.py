@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from benchmarks.bucket_size import BucketSizeRecord
 from benchmarks.busbw import BusbwRecord, gated_cells
 from benchmarks.padding import NOTES_CLAIMS
 from benchmarks.stats import Figure, describe
@@ -22,6 +23,9 @@ from ..store.model import ClaimVerdict, Results
 PADDING_NOTE = "design note: gradient buffer padding"
 OVERLAP_NOTE = "design note: gradient bucketing and overlap"
 BUCKETING_NOTE = "design note: gradient bucketing in DDP"
+BUCKET_SIZE_NOTE = OVERLAP_NOTE  # its "Bucket size" section: the sweet spot, too small, too large
+CLAIM_SIZES_MB = (40.0, 80.0)
+BUCKET_ELEMENT_BYTES = 4  # the benchmark model's grads are fp32
 
 
 @dataclass(frozen=True)
@@ -32,15 +36,21 @@ class Measured:
     """A computed, exact value (from the planner), when there is no sampled figure."""
     missing: str = ""
     """Why nothing was measured, when nothing was."""
+    span: tuple[float, float] | None = None
+    """A computed range (the bucket sizes within 5% of the best), when the claim is about a range."""
 
     def interval(self) -> tuple[float, float] | None:
         if self.figure is not None:
             return self.figure.interval or (self.figure.median, self.figure.median)
+        if self.span is not None:
+            return self.span
         return None if self.value is None else (self.value, self.value)
 
     def shown(self) -> str:
         if self.figure is not None:
             return describe(self.figure)
+        if self.span is not None:
+            return f"{self.span[0]:.4g} to {self.span[1]:.4g}"
         return "" if self.value is None else f"{self.value:.4g}"
 
 
@@ -134,8 +144,57 @@ def _memory_overhead(results: Results) -> Measured:
                     value=max(r.padding_pct for r in rows))
 
 
+def _bucket_megabytes(upper_only: bool) -> Callable[[Results], Measured]:
+    """The benchmark model's bucket sizes within 5% of the best, in MB (1e6 bytes): all of them, or the
+    largest alone; with the measured shape beside them."""
+    def measure(results: Results) -> Measured:
+        record: BucketSizeRecord | None = next(iter(results.benchmarks.bucket_size), None)
+        if record is None:
+            return Measured("", missing="no bucket-size benchmark in this run (not selected)")
+        if not record.verification.verified:
+            return Measured("", missing=f"the prediction was not verified here ({record.verification.why})")
+        total = _bytes(record, None) / 1e6
+        if total <= CLAIM_SIZES_MB[-1] and results.run.backend == "nccl":
+            return Measured("", missing=f"the benchmark model holds {total:.3g} MB of grads in all: no "
+                                        "bucket the claim is about fits in it; measured in shape only: "
+                                        f"{_shape(record)}")
+        rec = record.recommendation
+        high = _bytes(record, rec.high) / 1e6
+        span = (high, high) if upper_only else (_bytes(record, rec.low) / 1e6, high)
+        what = "the largest bucket" if upper_only else "the bucket sizes"
+        model = f"{record.model.depth} x Linear({record.model.width})"
+        return Measured(f"{what} within 5% of the best predicted step, MB ({model}, {_shape(record)})",
+                        span=span)
+    return measure
+
+
+def _shape(record: BucketSizeRecord) -> str:
+    """What the measurement says of the claim's shape: the measured steps of the far sizes against the
+    recommendation's."""
+    checks = {c.role: c for c in record.verification.checks}
+    best = checks.get("recommended")
+    if best is None:
+        return "the recommended size was not measured"
+    slower = ", ".join(f"{role} {c.measured_ms.median / best.measured_ms.median - 1:+.1%}"
+                       for role, c in checks.items() if role != "recommended")
+    return (f"recommended {_bytes(record, best.bucket_size) / 1e6:.3g} MB of a "
+            f"{_bytes(record, None) / 1e6:.3g} MB model; measured steps against it: "
+            f"{slower or 'no other size'}")
+
+
+def _bytes(record: BucketSizeRecord, size: int | None) -> int:
+    """A candidate's largest bucket in bytes: its size, or the whole model when it holds less (or one
+    bucket)."""
+    total = record.model.depth * record.model.bucket_elements
+    return min(total if size is None else size, total) * BUCKET_ELEMENT_BYTES
+
+
 NVLS = ("the gain comes from NCCL choosing its NVLS algorithm for 2**16-aligned buckets on NVLink "
         "switches; gloo has no such algorithm, so padding only adds bytes")
+
+BUCKET_SIZE_NCCL = ("the claim is about large models' buckets over NCCL; gloo's curve and a toy model put "
+                    "the best size elsewhere, so here only the shape is measured (see measured: the far "
+                    "smaller and far larger sizes' steps against the recommended one's)")
 
 CLAIMS = (
     *(Claim(PADDING_NOTE, f"padding buckets to 2**16 elements gives 2.1-2.7x bus bandwidth ({c})", 2.1, 2.7,
@@ -152,6 +211,12 @@ CLAIMS = (
     Claim(BUCKETING_NOTE, "2-3x for models over 100M params", 2.0, 3.0, _bucketing("large (>100M)")),
     Claim(OVERLAP_NOTE, "cached shard views save per-step CPU time (1 = the cached interval lies wholly below "
           "the re-sliced one)", 1.0, 1.0, _shard_cache),
+    Claim(BUCKET_SIZE_NOTE, "buckets of about 40 MB are the sweet spot (MB = 1e6 bytes, as written; "
+          "docs/errata.md: upstream's 40M counts elements)", CLAIM_SIZES_MB[0], CLAIM_SIZES_MB[0],
+          _bucket_megabytes(False), needs_backend="nccl", why_backend=BUCKET_SIZE_NCCL),
+    Claim(BUCKET_SIZE_NOTE, "buckets over 80 MB are too large (the largest size within 5% of the best is at "
+          "most 80 MB)", 0.0, CLAIM_SIZES_MB[1], _bucket_megabytes(True), needs_backend="nccl",
+          why_backend=BUCKET_SIZE_NCCL),
 )
 
 

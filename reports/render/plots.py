@@ -1,4 +1,4 @@
-"""PNG plots of a report run: bus bandwidth, overlap and timelines, and the shared drawing helpers.
+"""PNG plots of a report run: bus bandwidth, overlap, timelines, bucket size, and the shared drawing helpers.
 
 Drawn on matplotlib's Agg canvas directly (no pyplot, no display, no global
 backend switch), into a directory the caller later renames into place.
@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as Canvas
 from matplotlib.ticker import FuncFormatter, LogLocator
 
+from benchmarks.bucket_size import BucketSizeRecord
 from benchmarks.busbw import BusbwRecord
 from benchmarks.overlap import OverlapRecord
 from benchmarks.stats import Figure
@@ -157,3 +158,43 @@ def plot_timeline(record: OverlapRecord, out) -> Path:
     ax.legend(fontsize="small", loc="upper right")
     ax.grid(True, axis="x", alpha=0.3)
     return save(fig, Path(out) / f"timeline_{file_safe(record.impl)}.png")
+
+
+def plot_bucket_size(record: BucketSizeRecord, out) -> Path:
+    """Predicted exposed time (step - compute) over bucket size, the measured sizes with their intervals, the
+    recommendation and its 5% range marked (``bucket_size.png``)."""
+    element_bytes = 4
+    total = record.model.depth * record.model.bucket_elements
+    at = lambda size: min(total if size is None else size, total) * element_bytes  # noqa: E731 - bytes
+    predicted: dict[int, float] = {}
+    for p in record.predictions:
+        predicted.setdefault(at(p.bucket_size), p.exposed_ms)
+    fig = new_figure()
+    ax = fig.add_subplot()
+    xs = sorted(predicted)
+    ax.plot(xs, [predicted[x] for x in xs], marker=".", label="predicted exposed (step - compute)")
+    compute = record.inputs.compute_ms.median
+    for check in record.verification.checks:
+        shown = Figure.of([m - compute for m in check.measured_ms.samples], "ms", "lower")
+        median, error = _median_and_error(shown)
+        ax.errorbar([at(check.bucket_size)], [median], yerr=[[error[0]], [error[1]]], marker="o", capsize=4,
+                    linestyle="none", color="tab:red", label=None)
+        ax.annotate(check.role, (at(check.bucket_size), median), xytext=(4, 6), textcoords="offset points",
+                    fontsize="small")
+    ax.plot([], [], marker="o", linestyle="none", color="tab:red",
+            label="measured step - compute [95% interval]")
+    rec = record.recommendation
+    ax.axvspan(at(rec.low), at(rec.high), alpha=0.15, color="tab:green",
+               label=f"within {rec.tolerance:.0%} of the smallest")
+    ax.axvline(at(rec.bucket_size), color="tab:green", linestyle="--", label="recommended")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(LogLocator(base=2))
+    ax.xaxis.set_major_formatter(FuncFormatter(bytes_label))
+    ax.set_xlabel("bucket size (log2; one bucket at the model's size)")
+    ax.set_ylabel("exposed time (ms): what the gradient sync adds to the backward")
+    ax.set_ylim(bottom=0)
+    verdict = "verified" if record.verification.verified else "UNVERIFIED"
+    ax.set_title(_title(f"bucket size: predicted against measured ({verdict})", [record]))
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small")
+    return save(fig, Path(out) / "bucket_size.png")

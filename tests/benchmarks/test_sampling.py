@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.sampling import (GATE_RULES, Sampled, Sampling, Target, TargetOutcome, rotating_round, sample,
-                                 settled)
+from benchmarks.sampling import (GATE_RULES, RoundProgress, Sampled, Sampling, Target, TargetOutcome,
+                                 rotating_round, rounds_left, sample, settled)
 from benchmarks.stats import Figure
 
 
@@ -145,3 +145,19 @@ def test_a_rotating_round_times_every_op_once_and_starts_one_later_each_round():
         one_round(index, True)
     assert calls == [*"abc", *"bca", *"cab", *"abc"], f"got the order {calls}, but each round should start one later"
     assert kept == {"a": [1.0] * 3, "b": [2.0] * 3, "c": [4.0] * 3}
+
+
+def test_time_left_is_the_fixed_rounds_or_the_budget():
+    # 4 of 10 fixed rounds in 2 s: 6 more at 0.5 s. A 30 s budget 10 s in: 20 s. A 5 s budget spent with 5 of
+    # the 10 minimum rounds still to run at 2 s each: 10 s.
+    assert rounds_left(Sampling(fixed_rounds=10), kept=4, elapsed=2.0) == 3.0
+    assert rounds_left(Sampling(budget_s=30.0, min_rounds=10), kept=5, elapsed=10.0) == 20.0
+    assert rounds_left(Sampling(budget_s=5.0, min_rounds=10), kept=5, elapsed=10.0) == 10.0
+
+
+def test_round_progress_says_a_line_a_second_at_most():
+    lines = []
+    shown = RoundProgress(lines.append, "verification", Sampling(fixed_rounds=100))
+    for kept in range(1, 50):
+        shown(kept, 0.001)
+    assert lines == ["verification: round 1, about 0 s left"], lines

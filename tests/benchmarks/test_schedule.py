@@ -243,3 +243,64 @@ def test_a_bad_launch_cost_or_collective_time_is_refused():
         simulate(TWO, steps("p3", "p2", "p1", "p0"), lambda size: float("inf"), launch_cost_s=0.0)
     with pytest.raises(ValueError, match="element_bytes: got 0"):
         buckets_of(plan_layout(SPECS, LayoutConfig()), element_bytes=0)
+
+
+# Contention: a collective running beside the backward slows it down.
+
+
+def assert_contention_slows_the_backward(simulator):
+    # Contention 0.5: while a collective runs the backward goes at half speed.
+    # b0 ready at 2 runs 2 - 2.5; meanwhile p1 does 0.25 s of its 1 s, so it ends at 2.5 + 0.75 = 3.25;
+    # p0 ends 4.25; b1 ready at 4.25 runs 4.25 - 4.75 after compute. Slowed 0.25, exposed 0.5, step 4.75.
+    s = simulator(TWO, steps("p3", "p2", "p1", "p0"), lambda size: 0.5, launch_cost_s=0.0, contention=0.5)
+    assert [(t.ready_s, t.start_s, t.end_s) for t in s.buckets] == [(2, 2, 2.5), (4.25, 4.25, 4.75)]
+    assert (s.compute_s, s.slowed_s, s.compute_end_s, s.exposed_s, s.step_s) == (4, 0.25, 4.25, 0.5, 4.75)
+    assert s.step_s == s.compute_s + s.launch_s + s.slowed_s + s.exposed_s
+
+
+def test_contention_slows_the_backward_while_a_collective_runs():
+    assert_contention_slows_the_backward(simulate)
+
+
+def test_contention_ends_with_the_collective_and_slows_launches_too():
+    # Contention 0.5, launch 0.5 s. p3 ends 1, p2 ends 2, b0's launch 2 - 2.5 (ready; nothing runs yet).
+    # Collectives of 3 s: b0 runs 2.5 - 5.5. p1 at half speed 2.5 - 4.5; p0 at half speed until 5.5 (0.5 s of
+    # its work), the rest at full speed: ends 6; b1's launch 6 - 6.5 (ready), b1 runs 6.5 - 9.5.
+    s = simulate(TWO, steps("p3", "p2", "p1", "p0"), lambda size: 3.0, launch_cost_s=0.5, contention=0.5)
+    assert [(t.ready_s, t.start_s, t.end_s) for t in s.buckets] == [(2.5, 2.5, 5.5), (6.5, 6.5, 9.5)]
+    assert (s.compute_end_s, s.slowed_s, s.exposed_s, s.step_s) == (6.5, 1.5, 3.0, 9.5)
+    # Collectives of 5 s: b0 runs 2.5 - 7.5, p1 2.5 - 4.5 and p0 4.5 - 6.5 at half speed, and b1's launch too:
+    # 6.5 - 7.5 (ready); b1 runs 7.5 - 12.5.
+    s = simulate(TWO, steps("p3", "p2", "p1", "p0"), lambda size: 5.0, launch_cost_s=0.5, contention=0.5)
+    assert [(t.ready_s, t.start_s, t.end_s) for t in s.buckets] == [(2.5, 2.5, 7.5), (7.5, 7.5, 12.5)]
+    assert (s.compute_end_s, s.slowed_s, s.exposed_s, s.step_s) == (7.5, 2.5, 5.0, 12.5)
+
+
+def test_each_collective_may_take_its_own_share():
+    # Collectives of 1.5 s; b0 takes half the backward's speed, b1 none. b0 ready 2, runs 2 - 3.5: p3 does
+    # 0.75 s by 3.5 and ends 3.75; p2 ends 4.75; b1 runs 4.75 - 6.25 beside p1 (4.75 - 5.75) and p0 (- 6.75)
+    # at full speed; b2 ready 6.75 runs 6.75 - 8.25. (Half for every collective: the backward ends at 7.5.)
+    shares = {"b0": 0.5, "b1": 0.0, "b2": 0.5}
+    s = simulate(THREE, SIX, lambda size: 1.5, launch_cost_s=0.0,
+                 contention=lambda bucket, seconds: shares[bucket.label])
+    assert [(t.ready_s, t.end_s) for t in s.buckets] == [(2, 3.5), (4.75, 6.25), (6.75, 8.25)]
+    assert (s.compute_end_s, s.slowed_s, s.step_s) == (6.75, 0.75, 8.25)
+    assert simulate(THREE, SIX, lambda size: 1.5, launch_cost_s=0.0, contention=0.5).compute_end_s == 7.5
+
+
+def contention_ignored_simulator(buckets, compute, collective_seconds, *, launch_cost_s, contention):
+    """Leaves the contention out: collectives cost the backward nothing."""
+    return simulate(buckets, compute, collective_seconds, launch_cost_s=launch_cost_s)
+
+
+def test_a_schedule_that_ignores_contention_fails_the_worked_case():
+    # It would end the backward at 4, b1 at 4.5: the step 4.5, not 4.75.
+    with pytest.raises(AssertionError):
+        assert_contention_slows_the_backward(contention_ignored_simulator)
+
+
+@pytest.mark.parametrize("contention", [-0.1, 1.0, float("nan"), True])
+def test_a_contention_outside_zero_to_one_is_refused(contention):
+    with pytest.raises(ValueError, match="contention of b0: got"):
+        simulate(TWO, steps("p3", "p2", "p1", "p0"), lambda size: 1.0, launch_cost_s=0.0,
+                 contention=contention)

@@ -65,3 +65,37 @@ def overlap_record(impl: str = "reference", overlap_ms: float = 12.0, efficiency
                          refused=None, dropped_rounds=0, efficiency=around(efficiency, "", spread_kind="absolute"),
                          ideal=0.875, share=around(efficiency / 0.875, "", spread_kind="absolute"), sampling=SAMPLED,
                          sleep_overshoot=None, timeline=timeline, world_size=2, backend="gloo")
+
+
+def bucket_size_record(width: int = 256, depth: int = 64, recommended: int | None = 2**20,
+                       within: tuple = (2**20, 2**21), verified: bool = True,
+                       steps: tuple[float, float, float] = (100.0, 120.0, 130.0), backend: str = "gloo"):
+    """The bucket-size benchmark on a ``depth`` x Linear(``width``) model: the recommendation and its range
+    (elements) as given, its three sizes measured at ``steps`` ms (recommended, far smaller, far larger), each
+    predicted exactly."""
+    from benchmarks.bucket_size import BucketSizeRecord
+    from benchmarks.tuning_inputs import CurvePoint, MeasuredInputs
+    from benchmarks.tuning import Check, Recommendation, Verification
+
+    roles = (("recommended", recommended), ("far smaller", width * width), ("far larger", None))
+    checks = tuple(Check(role, size, 1, around(ms, "ms", "lower"), around(ms, "ms", "lower"),
+                         around(0.0, "", "lower", "absolute")) for (role, size), ms in zip(roles, steps))
+    inputs = MeasuredInputs("all_reduce", 2, (CurvePoint(4096, around(1.0, "ms", "lower")),),
+                            around(0.5, "ms", "lower"), around(90.0, "ms", "lower"),
+                            around(0.4, "ms/MB", "lower", "absolute"), "measured")
+    return BucketSizeRecord(impl="reference", model=Model(width=width, depth=depth, batch=4, wait_ratio=2.0),
+                            wait_ms=2.0, inputs=inputs, predictions=(),
+                            recommendation=Recommendation(recommended, 5.0, 0.05, within),
+                            verification=Verification(checks, 0.1, verified, "verified: ..." if verified else
+                                                      "unverified: recommended off by -20.0%"),
+                            sampling=SAMPLED, sleep_overshoot=None, world_size=2, backend=backend)
+
+
+def prediction(size, exposed: float, compute: float = 100.0):
+    """A candidate's prediction whose step is ``compute`` plus ``exposed`` ms, all of it unhidden
+    communication."""
+    from benchmarks.tuning import Prediction
+
+    return Prediction(bucket_size=size, origins=("grid",), buckets=1, padding=0, padding_pct=0.0,
+                      compute_ms=compute, launch_ms=0.0, slowed_ms=0.0, unhidden_ms=exposed,
+                      exposed_ms=exposed, step_ms=compute + exposed, share=exposed / (compute + exposed))

@@ -20,6 +20,7 @@ def test_report_smoke_end_to_end(smoke_run):
     assert "**Verdict: PASS**" in report and "Headline figures (gated;" in report, report[:2000]
     for section in ("## Hardware", "### Node 0", "## Bus bandwidth: padded and unpadded buckets", "### all_reduce",
                     "## Overlap of gradient communication", "### Emulated compute", "## Step time",
+                    "## Bucket size: the tuner's prediction against measured steps", "**UNVERIFIED**",
                     "## The design notes' claims, checked", "## Trend over the last runs", "## Padding overhead",
                     "notes' claims", "Reproduce: `python -m reports --smoke"):
         assert section in report, f"report section {section!r}: got missing, but should be there"
@@ -39,7 +40,9 @@ def test_report_smoke_end_to_end(smoke_run):
     assert node.noise.cores >= 1 and len(node.noise.load_before) == 3, node.noise
     timeline = next(r.timeline for r in results.benchmarks.overlap if r.mode == "emulated")
     assert len(timeline.layers) == 3 and timeline.collectives, timeline
-    assert "timeline_reference.png" in results.plots
+    assert "timeline_reference.png" in results.plots and "bucket_size.png" in results.plots
+    (tuning,) = results.benchmarks.bucket_size
+    assert tuning.verification.checks and tuning.predictions and tuning.recommendation.within, tuning
     for plot in results.plots:
         assert (run / plot).read_bytes().startswith(b"\x89PNG"), plot
     assert results.verdict.exit_code == 0 and results.run.commit and results.run.command[:3] == (

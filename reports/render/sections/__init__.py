@@ -5,12 +5,13 @@ plots, ``plots(records, out_dir) -> [paths]``. ``tests/reports/test_main.py``
 checks that every registered benchmark has one.
 """
 
-from . import bucketing, busbw, harness_overhead, overlap, single_process, step_time
+from . import bucket_size, bucketing, busbw, harness_overhead, overlap, single_process, step_time
 
 SECTIONS = {
     "busbw": busbw,
     "harness_overhead": harness_overhead,
     "overlap": overlap,
+    "bucket_size": bucket_size,
     "step_time": step_time,
     "bucketing": bucketing,
     "shard_cache": single_process,

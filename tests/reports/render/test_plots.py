@@ -4,9 +4,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.timeline import CollectiveSpan, LayerSpan, Timeline
-from reports.render.plots import plot_busbw, plot_overlap, plot_timeline
+from reports.render.plots import plot_bucket_size, plot_busbw, plot_overlap, plot_timeline
 from reports.render.table import bytes_label
-from tests.reports.builders import busbw_record, overlap_record
+from tests.reports.builders import bucket_size_record, busbw_record, overlap_record, prediction
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -53,6 +53,14 @@ def test_overlap_and_timeline_pngs(tmp_path):
     assert_png(tmp_path / "overlap.png")
     assert plot_timeline(timeline_record(), tmp_path) == tmp_path / "timeline_reference.png"
     assert_png(tmp_path / "timeline_reference.png")
+
+
+def test_bucket_size_png(tmp_path):
+    record = bucket_size_record()
+    predictions = tuple(prediction(size, ms) for size, ms in ((2**16, 30.0), (2**20, 5.0), (None, 25.0)))
+    path = plot_bucket_size(replace(record, predictions=predictions), tmp_path)
+    assert path == tmp_path / "bucket_size.png"
+    assert_png(tmp_path / "bucket_size.png")
 
 
 def test_empty_records_write_nothing(tmp_path):
