@@ -37,7 +37,7 @@ from benchmarks.tuning import (GRID_START, Inputs, Prediction, Recommendation, c
                                recommend, size_label)
 from datamodel import doc, to_json
 from ranks import run_on_ranks
-from ranks.groups import pick_backend
+from ranks.joining import pick_backend
 from reference.layout import LayoutConfig, POLICIES
 from reference.layout.cli import DTYPES, add_model_source, check_model_source, describe, read_specs
 
