@@ -6,7 +6,7 @@ their pages but are never drawn): ``index.html`` (the latest run),
 ``history/`` (one page per setup), ``runs.html``, and ``runs/<run>/`` (its
 page with the report the job wrote, rebuilt from the results where it is
 missing; its plots but the trend's, which the history pages draw; its
-exports); ``site.css`` and ``site.js`` are the site's
+exports); ``site.css``, ``site.js`` and ``favicon.svg`` are the site's
 own; ``site.json`` says what was built from what. It needs no server and
 fetches nothing: it opens from disk as it does from any static host.
 """
@@ -41,6 +41,8 @@ PAGE_LIMIT = 2_000_000
 MARKER = "site.json"
 GENERATOR = "python -m reports.site"
 STATIC = Path(__file__).resolve().parent / "static"
+ASSETS = ("site.css", "site.js", "favicon.svg")
+"""The site's own files, from static/: its style, its one script, its icon (which a browser asks a host for)."""
 
 
 class SiteError(ValueError):
@@ -148,7 +150,7 @@ def _write_site(folder: Path, root: Path, runs: list[Run], kept: list[Run], unre
         pages[h.setup] = setup_page_name(h.setup, set(pages.values()))
     built_at = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     ctx = Context(built_at, frozenset(n for n, _ in kept), pages)
-    for asset in ("site.css", "site.js"):
+    for asset in ASSETS:
         _write(folder, asset, (STATIC / asset).read_bytes(), built)
     for name, results in kept:
         plots = _plots(root, name, results)

@@ -23,8 +23,8 @@ def changes_table(changes: Sequence[Change]) -> Markup:
     return table(rows, row_classes=[f"row-{c.status}" for c in changes])
 
 
-def _items(lines: Sequence[str]) -> Markup:
-    return tag("ul", join([tag("li", line) for line in lines]))
+def _items(lines: Sequence[str], class_: str | None = None) -> Markup:
+    return tag("ul", join([tag("li", line) for line in lines]), class_=class_)
 
 
 def gate_html(results: Results, run_link: Callable[[str], Markup]) -> Markup:
@@ -55,7 +55,7 @@ def gate_html(results: Results, run_link: Callable[[str], Markup]) -> Markup:
                   _items(findings)]
     if missed and not results.run.smoke:
         parts += [tag("p", "Figures whose calibrated sampling missed its target (informative this run):"),
-                  _items(missed)]
+                  _items(missed, class_="columns")]
     return join(parts)
 
 

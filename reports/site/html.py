@@ -74,6 +74,7 @@ def page(title: str, body: Any, depth: int, built: str) -> str:
             Markup('<meta charset="utf-8">'),
             Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
             tag("title", f"{title} · {SITE_NAME}"),
+            Markup(f'<link rel="icon" href="{root}favicon.svg" type="image/svg+xml">'),
             Markup(f'<link rel="stylesheet" href="{root}site.css">'),
             Markup(f'<script src="{root}site.js" defer></script>'),
         ])),

@@ -1,5 +1,5 @@
 """The first page: the latest run's verdict and what decided it, the conformance matrix, the gate's decisions,
-the design notes' claims, the history of the newest setup that is not a smoke run, the recent runs, and every
+the history of the newest setup that is not a smoke run, the design notes' claims, the recent runs, and every
 run that cannot be read, with why."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from .verdict import WORDS, verdict_html
 
 Run = tuple[str, Results]
 RECENT = 10
+SECTIONS = (("matrix", "Conformance matrix"), ("gate", "The gate"), ("history", "History"),
+            ("claims", "Claims"), ("runs", "Recent runs"))
 UNREADABLE_SHOWN = 50
 
 
@@ -95,14 +97,15 @@ def index_page(runs: Sequence[Run], histories: Sequence[SetupHistory], unreadabl
         tag("h1", join(["Latest run: ", ctx.run_link(name, depth=0)])),
         tag("p", join([f"On {run.host}: ", ctx.setup_link(run.setup.label(), depth=0), ". Commit ",
                        tag("code", run.commit or "not recorded"), "."])),
+        tag("nav", join([link(f"#{anchor}", title) for anchor, title in SECTIONS], " · "), class_="toc"),
         unreadable_html(unreadable),
         verdict_html(results),
         tag("h2", "Conformance matrix", id="matrix"),
         matrix_html(results.conformance, f"runs/{name}/index.html"),
         tag("h2", "The gate against the previous run of this setup", id="gate"),
         gate_html(results, lambda other: ctx.run_link(other, depth=0)),
-        tag("h2", "The design notes' claims, checked", id="claims"), claims_html(results.claims),
         *history,
+        tag("h2", "The design notes' claims, checked", id="claims"), claims_html(results.claims),
         tag("h2", "Recent runs", id="runs"), runs_table(runs[-RECENT:], ctx, depth=0),
         tag("p", link("runs.html", f"All {len(runs)} runs in the site")),
     ])

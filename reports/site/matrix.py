@@ -11,6 +11,8 @@ from ..render.matrix import LEGEND, Notes, cell_text, matrix
 from .html import Markup, join, link, slug, tag
 
 SYMBOLS = {"pass": "✔", "FAIL": "✘", "xfail": "◐", "skip": "–", "n/a": "·"}
+OPEN_NOTES = 5
+"""Up to this many reasons are listed open under the matrix; more are one click away."""
 
 
 def failure_anchor(label: str, family: str) -> str:
@@ -37,8 +39,8 @@ def matrix_html(results: Sequence[SuiteRun], run_page: str) -> Markup:
                 n = notes.number(entry.note)
                 cite = join([" ", link(f"#matrix-note-{n}", f"[{n}]", class_="cite")])
             symbol = tag("span", SYMBOLS[entry.outcome], aria_hidden="true")
-            cells.append(tag("td", join([symbol, " ", text, cite]),
-                             class_=f"cell cell-{slug(entry.outcome)}"))
+            cells.append(tag("td", join([symbol, " ", text, cite]), class_=f"cell cell-{slug(entry.outcome)}",
+                             title=entry.note or None))
         rows.append(tag("tr", join(cells)))
     head = tag("tr", join([tag("th", "implementation", scope="col"),
                            *(tag("th", f, scope="col") for f in grid.families)]))
@@ -46,4 +48,7 @@ def matrix_html(results: Sequence[SuiteRun], run_page: str) -> Markup:
     grid_html = tag("div", tag("table", inner, class_="matrix"), class_="scroll")
     cited = tag("ol", join([tag("li", text or "(no reason given)", id=f"matrix-note-{i}")
                             for i, text in enumerate(notes.texts, 1)]), class_="notes")
-    return join([grid_html, tag("p", f"{LEGEND}:", class_="small"), cited if notes.texts else ""])
+    reasons = tag("details", join([tag("summary", f"The reasons and findings the cells cite: {len(notes.texts)}"),
+                                   cited]), open="open" if len(notes.texts) <= OPEN_NOTES else None)
+    return join([grid_html, tag("p", LEGEND + ". A cell's reason shows on hover.", class_="small"),
+                 reasons if notes.texts else ""])

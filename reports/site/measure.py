@@ -13,6 +13,7 @@ tests make their history the same way.
 from __future__ import annotations
 
 import argparse
+import gzip
 import random
 import sys
 import tempfile
@@ -113,11 +114,12 @@ def measure(source: Path, counts: Sequence[int], keep: int = DEFAULT_KEEP) -> li
             history = max(v for k, v in built.pages.items()
                           if k.startswith("history/") and k != "history/index.html")
             run_page = built.pages[f"runs/{built.runs[-1]}/index.html"]
+            zipped = len(gzip.compress((built.out / "index.html").read_bytes()))
             lines.append(f"{count} runs, --keep {keep}: {len(built.runs)} kept, {len(built.files)} files, "
                          f"{built.total / 1e6:.1f} MB in {seconds:.0f} s; pages {sizes[0] / 1e3:.0f}-"
                          f"{size / 1e3:.0f} kB (largest {page}); index "
-                         f"{built.pages['index.html'] / 1e3:.0f} kB, history page {history / 1e3:.0f} kB, "
-                         f"a run page {run_page / 1e3:.0f} kB")
+                         f"{built.pages['index.html'] / 1e3:.0f} kB ({zipped / 1e3:.0f} kB gzipped), history "
+                         f"page {history / 1e3:.0f} kB, a run page {run_page / 1e3:.0f} kB")
     return lines
 
 

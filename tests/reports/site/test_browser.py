@@ -5,9 +5,10 @@ a phone's (the screenshots are written for CI to keep, and to look at)."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
-import re
-import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,11 @@ from .checks import broken_links, chart_problems, charts, open_page, page_proble
 from .conftest import KEEP, REGRESSED
 
 WIDTHS = {"laptop": 1280, "phone": 390}
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        """Each request goes unlogged."""
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +47,23 @@ def test_every_page_loads_from_disk_with_no_error_and_no_failed_request(site, br
     found = {p.relative_to(site.out).as_posix(): page_problems(browser, p) for p in pages(site.out)}
     assert len(found) >= 10, sorted(found)
     assert not any(found.values()), {page: problems for page, problems in found.items() if problems}
+
+
+def test_pages_load_over_http_as_from_disk(site, nightly, browser):
+    """Any static host serves it: over http:// the pages fetch nothing that fails either."""
+    handler = functools.partial(QuietHandler, directory=str(site.out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        for path in ("index.html", f"runs/{nightly.latest}/index.html",
+                     history_page_of(site, nightly.latest).relative_to(site.out).as_posix()):
+            page, problems = open_page(browser, f"{base}/{path}")
+            page.close()
+            assert not problems, (path, problems)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_every_link_and_image_resolves(site):

@@ -16,6 +16,7 @@ from reports.site.__main__ import main as site_main
 from reports.site.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
 from reports.site.export import BENCHMARK_ACTION, NCCL_TESTS
 from reports.site.matrix import failure_anchor
+from reports.site.measure import generate
 from reports.store.runs import load_results
 
 from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED
@@ -75,7 +76,7 @@ def test_the_html_matrix_says_what_the_markdown_matrix_says_and_links_the_failin
     grid = matrix(results.conformance)
     index = (site.out / "index.html").read_text()
     table = index[index.index('class="matrix"'):index.index("</table>", index.index('class="matrix"'))]
-    cells = [text_of(c).strip() for c in re.findall(r'<td class="cell[^"]*">(.*?)</td>', table)]
+    cells = [text_of(c).strip() for c in re.findall(r'<td class="cell[^"]*"[^>]*>(.*?)</td>', table)]
     expected = [cell_text(c) for row in grid.rows for c in row.cells.values()]
     assert [re.sub(r"^\S+ | \[\d+\]$", "", c) for c in cells] == expected, (cells, expected)
     anchor = failure_anchor(grid.rows[0].label, "layout")
@@ -86,7 +87,7 @@ def test_the_html_matrix_says_what_the_markdown_matrix_says_and_links_the_failin
 
 def test_the_gate_shows_the_regression_first_with_its_figures(site, nightly):
     index = text_of((site.out / "index.html").read_text())
-    gate = index[index.index("The gate against the previous run"):index.index("The design notes' claims")]
+    gate = index[index.index("The gate against the previous run"):index.index("History Setup:")]
     assert "Regressions of gated metrics: 2" in gate and REGRESSED in gate, gate[:1500]
     assert f"conformance/suites/layout/test_golden.py/reference/failed 0 1" in gate, gate[:1500]
     assert gate.index("Regressions of gated metrics") < gate.index("Improvements"), gate[:800]
@@ -158,3 +159,18 @@ def test_the_command_refuses_a_keep_below_one(nightly, tmp_path, capsys):
         site_main(["--root", str(nightly.root), "--out", str(tmp_path / "s"), "--keep", "0"])
     assert exit_.value.code == 2
     assert "--keep: got '0', but should be a whole number of runs, at least 1" in capsys.readouterr().err
+
+
+def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path):
+    """``python -m reports.site.measure``'s nights (a 20% step in the first gated figure halfway) in a site: its
+    chart marks the step at the night it began, and only there."""
+    pytest.importorskip("asv", reason="the trend finds steps with asv's step detection")
+    source = real_runs / sorted(p.name for p in real_runs.iterdir() if p.is_dir())[-1]
+    names = generate(source, tmp_path / "runs", 6)
+    built = build_site(tmp_path / "runs", tmp_path / "site")
+    first = min(k for k, m in load_results(source).metrics.items() if m.gated and m.figure is not None)
+    page = next(built.out.glob("history/*-*.html")).read_text()
+    chart = page[page.index(f'data-key="{first}"'):]
+    chart = chart[:chart.index("</svg>")]
+    assert re.findall(r'<g class="step" data-run="([^"]+)"', chart) == [names[3]], chart[:2000]
+    assert f"step: regression begins here" in chart or "step: improvement begins here" in chart
