@@ -110,6 +110,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="repeatable: gate informative metrics whose key starts with PREFIX too "
                              "(e.g. busbw_largest/ on a dedicated GPU node)")
     parser.add_argument("--no-suites", action="store_true", help="benchmarks only: no conformance runs")
+    parser.add_argument("--no-site", action="store_true",
+                        help="do not rebuild the static site beside --out after the run (python -m reports.site)")
     parser.add_argument("--no-strength", action="store_true",
                         help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
     args = parser.parse_args(argv)
@@ -247,7 +249,21 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     written = save(results, args.out)
     print((written / "report.md").read_text())
     progress(f"wrote {written}/report.md")
+    if not args.no_site:
+        publish_site(written.parent)
     return results.verdict.exit_code
+
+
+def publish_site(root: Path) -> None:
+    """The site beside the runs, rebuilt with this run in it; a site that cannot be written is a warning line,
+    never the failure of a run that is already written."""
+    try:
+        from .site.build import build_site, site_beside
+
+        built = build_site(root, site_beside(root))
+        progress(f"wrote the site: {built.out}/index.html")
+    except Exception as exc:  # noqa: BLE001 - whatever the site meets, the run stands
+        progress(f"warning: the site was not written ({type(exc).__name__}: {exc}); the run is kept")
 
 
 def _command(torchrun: bool, argv: Sequence[str] | None) -> list[str]:

@@ -4,10 +4,11 @@ Data flows one way: the reference and the probes at the bottom, the ranks
 and the suites on them, the benchmarks above, and the report on top, itself
 in floors: a run is recorded (``store``) and the suites' runs collected
 (``conformance``), then compared (``comparison``), then rendered
-(``render``), and the commands (``reports.main``, ``reports.compare``, ...)
-stand over all of it. The mutation tool, a developer's instrument, stands
-over the report, whose score it writes. Every import counts, those inside a
-function too: tucking one into a function does not lift it a floor.
+(``render``), then published as a site (``site``), and the commands
+(``reports.main``, ``reports.compare``, ...) stand over all of it. The
+mutation tool, a developer's instrument, stands over the report, whose score
+it writes. Every import counts, those inside a function too: tucking one
+into a function does not lift it a floor.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("reports.store", "reports.conformance"),
     ("reports.comparison",),
     ("reports.render",),
+    ("reports.site",),
     ("reports",),
     ("mutation",),
 )

@@ -50,7 +50,8 @@ def _severity(change: Change) -> tuple[float, str]:
     return (-size, change.key)
 
 
-def _rows(changes: Sequence[Change]) -> list[dict]:
+def change_rows(changes: Sequence[Change]) -> list[dict]:
+    """One row per change, each cell as the report writes it (the site draws the same rows as HTML)."""
     return [{"status": c.status, "metric": c.key, "old": _fmt_value(c.old, c.old_figure),
              "new": _fmt_value(c.new, c.new_figure), "change": _fmt_change(c), "unit": c.unit, "better": c.better,
              "p (BH)": _fmt_p(c), "threshold": _fmt_threshold(c)}
@@ -95,7 +96,7 @@ def comparison_markdown(changes: Sequence[Change], threshold: float = DEFAULT_TH
 
 
 def _table(changes: Sequence[Change]) -> str:
-    return table(_rows(changes), numparse=False)
+    return table(change_rows(changes), numparse=False)
 
 
 def run_comparison_markdown(comparison: Comparison | None) -> str:

@@ -10,6 +10,10 @@ from ..store.model import Point, Series
 from .plots import new_figure, save
 from .table import table
 
+PLOT_PREFIX = "trend_"
+"""The trend's PNGs are named ``trend_<setup>_<metric>.png`` (the site leaves them out: it draws the history
+itself)."""
+
 
 def _cell(point: Point | None) -> str:
     if point is None:
@@ -64,5 +68,6 @@ def plot_trend(all_series: Sequence[Series], out_dir) -> list[Path]:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
         setup = setups.index(s.setup)
-        written.append(save(fig, Path(out_dir) / f"trend_{setup}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', s.key)}.png"))
+        name = f"{PLOT_PREFIX}{setup}_{re.sub(r'[^A-Za-z0-9_.-]+', '_', s.key)}.png"
+        written.append(save(fig, Path(out_dir) / name))
     return written

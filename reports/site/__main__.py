@@ -1,0 +1,61 @@
+"""Write the nightly site from the runs: ``python -m reports.site [--root reports/runs] [--out
+reports/runs-site] [--keep N]``.
+
+A static folder (no server, nothing fetched when viewed: open index.html from
+disk or publish the folder on any static host): the latest run's verdict, the
+conformance matrix, the gate's decisions and the design notes' claims; the
+history of every gated figure of every setup; each run's page with its
+report, its environment against the previous run of its setup, the command
+that reproduces it, and its figures exported for github-action-benchmark and
+in nccl-tests' JSON. ``python -m reports`` writes it after each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..store.writer import DEFAULT_ROOT
+from .build import DEFAULT_KEEP, PAGE_LIMIT, SiteError, build_site, site_beside
+
+
+def _keep(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}, but should be a whole number of runs, at least 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.site", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
+    parser.add_argument("--out", type=Path,
+                        help="the site's folder (default: beside --root, named after it: reports/runs-site)")
+    parser.add_argument("--keep", type=_keep, default=DEFAULT_KEEP,
+                        help=f"runs of each setup the site keeps, the newest (default {DEFAULT_KEEP})")
+    args = parser.parse_args(argv)
+    try:
+        built = build_site(args.root, args.out or site_beside(args.root), args.keep)
+    except SiteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    page, size = built.largest_page
+    print(f"wrote {built.out}/index.html: {len(built.runs)} runs, {len(built.pages)} pages, "
+          f"{built.total / 1e6:.1f} MB; the largest page {page} ({size / 1e3:.0f} kB)"
+          + (f"; {len(built.unreadable)} runs cannot be read (listed on the index)" if built.unreadable
+             else ""),
+          file=sys.stderr)
+    if size > PAGE_LIMIT:
+        print(f"warning: {page} is {size / 1e6:.1f} MB, over the {PAGE_LIMIT / 1e6:.1f} MB the docs state; a "
+              "smaller --keep shortens the history pages", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

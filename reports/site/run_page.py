@@ -1,0 +1,107 @@
+"""One night's page: its verdict, the command that reproduces it, what changed in its environment since the
+previous run of its setup, its failing checks, its exports, and its whole report (tables as tables, plots
+inline, the hardware of every node) as the job wrote it."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+from typing import Sequence
+
+from ..conformance.families import family_of
+from ..render.matrix import matrix
+from ..render.report import build_report
+from ..store.model import Results
+from .context import Context
+from .environment import differences, environment
+from .export import export_files
+from .html import Markup, join, link, page, table, tag
+from .markdown import keep_images, markdown_html
+from .matrix import failure_anchor
+from .verdict import verdict_html
+
+Run = tuple[str, Results]
+SECTIONS = (("reproduce", "Reproduce"), ("environment", "Environment"), ("failing-checks", "Failing checks"),
+            ("exports", "Exports"), ("report", "Report"), ("hardware", "Hardware"))
+
+
+def reproduce_html(results: Results) -> Markup:
+    run = results.run
+    lines = []
+    if run.commit:
+        lines.append(f"git checkout {run.commit.removesuffix('+dirty')}")
+    if run.command:
+        lines.append(shlex.join(run.command))
+    if not lines:
+        return tag("p", "Not recorded (a run written before commands were stored).")
+    notes = []
+    if not run.command:
+        notes.append("The command was not recorded (a run written before commands were stored).")
+    if run.commit and run.commit.endswith("+dirty"):
+        notes.append("The tree had uncommitted changes (+dirty): the commit alone does not reproduce it.")
+    return join([tag("pre", tag("code", "\n".join(lines))), *(tag("p", n) for n in notes)])
+
+
+def environment_html(results: Results, previous: Run | None, ctx: Context) -> Markup:
+    if previous is None:
+        return join([tag("p", "No earlier run of this setup to compare the environment with. This run's:"),
+                     table([{"fact": k, "this run": v} for k, v in environment(results).items()])])
+    found = differences(previous[1], results)
+    changed = [d.fact for d in found if d.changed]
+    listed = f" ({', '.join(changed)})." if changed else "."
+    head = join(["Against ", ctx.run_link(previous[0], depth=2), ", the previous run of this setup: "
+                 f"{len(changed)} of {len(found)} facts changed{listed}"])
+    rows = [{"fact": d.fact, "previous run": d.before, "this run": d.now,
+             "": "≠ changed" if d.changed else ""} for d in found]
+    return join([tag("p", head), table(rows, row_classes=["changed" if d.changed else None for d in found])])
+
+
+def failing_html(results: Results) -> Markup:
+    """The failing checks of each implementation and family, under the ids the matrix links to."""
+    found: dict[tuple[str, str], list[Markup]] = {}
+    for r in results.conformance:
+        aligned = len(r.failures) == len(r.failed_ids)
+        for i, nodeid in enumerate(r.failed_ids):
+            message = r.failures[i].split(": ", 1)[-1] if aligned else ""
+            crash = " (crashed: an exception other than a failed check)" if nodeid in r.crashed_ids else ""
+            found.setdefault((r.label, family_of(nodeid)), []).append(
+                tag("li", join([tag("code", nodeid), crash, ": " if message else "", message])))
+        if not aligned:
+            found.setdefault((r.label, "suite run"), []).extend(tag("li", f) for f in r.failures)
+    grid = matrix(results.conformance)
+    for row in grid.rows:
+        for family, cell in row.cells.items():
+            if cell.outcome == "FAIL" and (row.label, family) not in found:
+                found[(row.label, family)] = [
+                    tag("li", f"the failing tests were not recorded; the first: {cell.note}")]
+    if not found:
+        return tag("p", "None: no check failed." if results.conformance else "No suite ran.")
+    return join([join([tag("h3", f"{label}: {family}", id=failure_anchor(label, family)),
+                       tag("ul", join(items))]) for (label, family), items in found.items()])
+
+
+def run_page(name: str, results: Results, previous: Run | None, report: str | None, plots: Sequence[str],
+             ctx: Context) -> str:
+    """``report``: the run's report.md as the job wrote it, or None to rebuild it from the results; ``plots``:
+    the run's PNGs copied beside the page (the report's other images are named in words)."""
+    if report is None:
+        report = build_report(replace(results, plots=tuple(plots)))
+    run = results.run
+    toc = tag("nav", join([link(f"#{anchor}", title) for anchor, title in SECTIONS], " · "), class_="toc")
+    exports = tag("ul", join([tag("li", link(f, f)) for f in export_files(results)]))
+    body = join([
+        tag("h1", f"Run {name}"),
+        tag("p", join(["On ", run.host, ": ", ctx.setup_link(run.setup.label(), depth=2),
+                       " (smoke: timings mean nothing)" if run.smoke else "", "."])),
+        toc, verdict_html(results),
+        tag("h2", "Reproduce", id="reproduce"), reproduce_html(results),
+        tag("h2", "Environment against the previous run of this setup", id="environment"),
+        environment_html(results, previous, ctx),
+        tag("h2", "Failing checks", id="failing-checks"), failing_html(results),
+        tag("h2", "Exports", id="exports"),
+        tag("p", "The gated figures in github-action-benchmark's custom formats, and the bus-bandwidth sweep "
+                 "in nccl-tests' JSON columns:"), exports,
+        tag("h2", "Report", id="report"),
+        markdown_html(keep_images(report, set(plots)), shift=2),
+    ])
+    return page(f"Run {name}", body, depth=2, built=ctx.built)

@@ -1,0 +1,176 @@
+"""The site as files: what it keeps, what it lists, how big it grows, what it exports, and that a site that
+cannot be written never costs the run."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+
+from benchmarks.busbw import bus_factor
+from reports.main import publish_site
+from reports.render.matrix import cell_text, matrix
+from reports.site.__main__ import main as site_main
+from reports.site.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
+from reports.site.export import BENCHMARK_ACTION, NCCL_TESTS
+from reports.site.matrix import failure_anchor
+from reports.site.measure import generate
+from reports.store.runs import load_results
+
+from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED
+
+
+def text_of(page: str) -> str:
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_the_main_job_writes_the_site_after_each_run(real_runs):
+    site = site_beside(real_runs)
+    assert site == real_runs.parent / "runs-site", site
+    listed = json.loads((site / MARKER).read_text())
+    names = sorted(p.name for p in real_runs.iterdir() if p.is_dir())
+    assert listed["runs"] == names and len(names) == 2, (listed, names)
+    index = (site / "index.html").read_text()
+    assert f"Latest run: " in index and names[-1] in index, index[:2000]
+
+
+def test_each_setup_keeps_its_last_runs_and_smoke_runs_are_never_drawn(site, nightly):
+    kept = json.loads((site.out / MARKER).read_text())["runs"]
+    expected = sorted([*nightly.smoke, *nightly.nccl, *nightly.gloo[-KEEP:]])
+    assert kept == expected, f"got {kept}, but should keep the last {KEEP} of each setup: {expected}"
+    assert not (site.out / "runs" / nightly.gloo[0]).exists(), "a run past --keep should have no page"
+    histories = sorted(p.name for p in (site.out / "history").glob("*.html") if p.name != "index.html")
+    assert len(histories) == 2, f"got history pages {histories}, but should be one per setup but smoke's"
+    drawn = set(re.findall(r'data-run="([^"]+)"', "".join((site.out / "history" / h).read_text()
+                                                         for h in histories)))
+    assert drawn == {*nightly.nccl, *nightly.gloo[-KEEP:]}, f"drawn: {sorted(drawn)}"
+
+
+def test_a_run_that_cannot_be_read_is_listed_with_why_and_breaks_nothing(site, nightly):
+    assert site.unreadable and site.unreadable[0][0] == nightly.corrupt, site.unreadable
+    index = text_of((site.out / "index.html").read_text())
+    assert f"Runs that cannot be read: 1" in index and nightly.corrupt in index, index[:1500]
+    assert "should be JSON" in index, "the index should say why the run cannot be read"
+    assert f"Latest run: {nightly.latest}" in index, "the newest readable run is the latest"
+
+
+def test_every_page_stays_under_the_stated_size(site):
+    over = {page: size for page, size in site.pages.items() if size > PAGE_LIMIT}
+    assert not over, f"pages over {PAGE_LIMIT} bytes: {over}"
+
+
+def test_the_environment_diff_names_what_changed(site, nightly):
+    page = (site.out / "runs" / nightly.latest / "index.html").read_text()
+    rows = dict(re.findall(r'<tr class="changed"><td>([^<]+)</td><td>([^<]*)</td>', page))
+    assert rows.get("torch") == "2.13.0+cpu", f"torch moved 2.13.0+cpu -> 2.14.0+cpu: got changed rows {rows}"
+    assert rows.get("NCCL_ALGO") == "Ring", f"NCCL_ALGO was set the night before only: got {rows}"
+    assert rows.get("project commit") == f"{0xa0 + 3:040x}", rows
+    assert "python -m reports --smoke" in page and f"git checkout {0xa0 + 4:040x}" in page, (
+        "the page should give the command and the commit that reproduce the run")
+
+
+def test_the_html_matrix_says_what_the_markdown_matrix_says_and_links_the_failing_checks(site, nightly):
+    results = load_results(nightly.root / nightly.latest)
+    grid = matrix(results.conformance)
+    index = (site.out / "index.html").read_text()
+    table = index[index.index('class="matrix"'):index.index("</table>", index.index('class="matrix"'))]
+    cells = [text_of(c).strip() for c in re.findall(r'<td class="cell[^"]*"[^>]*>(.*?)</td>', table)]
+    expected = [cell_text(c) for row in grid.rows for c in row.cells.values()]
+    assert [re.sub(r"^\S+ | \[\d+\]$", "", c) for c in cells] == expected, (cells, expected)
+    anchor = failure_anchor(grid.rows[0].label, "layout")
+    assert f'href="runs/{nightly.latest}/index.html#{anchor}"' in table, "FAIL should link to the checks"
+    run_page = (site.out / "runs" / nightly.latest / "index.html").read_text()
+    assert f'id="{anchor}"' in run_page and FAILED_TEST in run_page, "the run's page should list the check"
+
+
+def test_the_gate_shows_the_regression_first_with_its_figures(site, nightly):
+    index = text_of((site.out / "index.html").read_text())
+    gate = index[index.index("The gate against the previous run"):index.index("History Setup:")]
+    assert "Regressions of gated metrics: 2" in gate and REGRESSED in gate, gate[:1500]
+    assert f"conformance/suites/layout/test_golden.py/reference/failed 0 1" in gate, gate[:1500]
+    assert gate.index("Regressions of gated metrics") < gate.index("Improvements"), gate[:800]
+    assert f"Against {nightly.gloo[-2]}" in gate, gate[:600]
+
+
+def test_exports_follow_the_dashboards_formats(site, nightly):
+    """github-action-benchmark's custom lists (the interval as the range) and nccl-tests' JSON columns; busbw
+    over algbw is nccl-tests' bus factor, 2(n-1)/n for all-reduce and (n-1)/n for the others (to the 6 digits
+    a figure keeps)."""
+    folder = site.out / "runs" / nightly.latest
+    results = load_results(nightly.root / nightly.latest)
+    smaller = json.loads((folder / BENCHMARK_ACTION["lower"][1]).read_text())
+    bigger = json.loads((folder / BENCHMARK_ACTION["higher"][1]).read_text())
+    entry = next(e for e in smaller if e["name"].startswith(REGRESSED + " ["))
+    low, high = results.metrics[REGRESSED].figure.interval
+    assert entry["value"] == results.metrics[REGRESSED].value and entry["unit"] == "x", entry
+    assert entry["range"] == f"[{low:.6g}, {high:.6g}]" and "95% interval" in entry["extra"], entry
+    assert all(set(e) <= {"name", "unit", "value", "range", "extra"} for e in smaller + bigger)
+    gated = {k for k, m in results.metrics.items() if m.gated}
+    assert {e["name"].split(" [")[0] for e in smaller + bigger} == gated
+    nccl = json.loads((folder / NCCL_TESTS).read_text())
+    for doc in nccl["tests"]:
+        for row in doc["results"]:
+            assert {"size", "count", "type", "redop", "root", "out_of_place", "in_place"} <= set(row), row
+            collective = row["experiment_name"].split("_perf")[0]
+            for side in (row["out_of_place"], row["in_place"]):
+                if side:
+                    assert set(side) == {"time", "alg_bw", "bus_bw", "nwrong"}, side
+                    factor = bus_factor(collective, doc["config"]["ranks"])
+                    expected = pytest.approx(side["alg_bw"] * factor, rel=1e-5)
+                    assert side["bus_bw"] == expected, (collective, side)
+    assert len(nccl["tests"]) == len({(r.collective, r.policy) for r in results.benchmarks.busbw})
+
+
+def test_a_refused_figure_is_a_gap_that_says_why(site, nightly):
+    history = next(p for p in (site.out / "history").glob("*.html")
+                   if p.name != "index.html" and nightly.gloo[-1] in p.read_text())
+    page = history.read_text()
+    chart = page[page.index(f'data-key="{REFUSED}"'):]
+    chart = chart[:chart.index("</svg>")]
+    gap = re.search(rf'<g class="gap" data-run="{nightly.gloo[2]}"[^>]*><title>(.*?)</title>', chart, re.S)
+    assert gap and "refused: measurement failure: planted" in gap.group(1), chart[:3000]
+
+
+def test_a_folder_that_is_not_a_site_is_never_overwritten(tmp_path, nightly):
+    keep = tmp_path / "mine"
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    with pytest.raises(SiteError, match="--out: got .*mine, which holds something other than a site"):
+        build_site(nightly.root, keep)
+    assert (keep / "notes.txt").read_text() == "mine"
+    with pytest.raises(SiteError, match="inside the runs directory"):
+        build_site(nightly.root, nightly.root / "site")
+
+
+def test_a_site_that_cannot_be_written_is_a_warning_and_the_run_stands(tmp_path, capsys):
+    root = tmp_path / "runs"
+    root.mkdir()
+    blocked = site_beside(root)
+    blocked.mkdir()
+    (blocked / "other.txt").write_text("not a site")
+    publish_site(root)
+    assert "warning: the site was not written (SiteError: --out:" in capsys.readouterr().err
+
+
+def test_the_command_refuses_a_keep_below_one(nightly, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        site_main(["--root", str(nightly.root), "--out", str(tmp_path / "s"), "--keep", "0"])
+    assert exit_.value.code == 2
+    assert "--keep: got '0', but should be a whole number of runs, at least 1" in capsys.readouterr().err
+
+
+def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path):
+    """``python -m reports.site.measure``'s nights (a 20% step in the first gated figure halfway) in a site: its
+    chart marks the step at the night it began, and only there."""
+    pytest.importorskip("asv", reason="the trend finds steps with asv's step detection")
+    source = real_runs / sorted(p.name for p in real_runs.iterdir() if p.is_dir())[-1]
+    names = generate(source, tmp_path / "runs", 6)
+    built = build_site(tmp_path / "runs", tmp_path / "site")
+    first = min(k for k, m in load_results(source).metrics.items() if m.gated and m.figure is not None)
+    page = next(built.out.glob("history/*-*.html")).read_text()
+    chart = page[page.index(f'data-key="{first}"'):]
+    chart = chart[:chart.index("</svg>")]
+    assert re.findall(r'<g class="step" data-run="([^"]+)"', chart) == [names[3]], chart[:2000]
+    assert f"step: regression begins here" in chart or "step: improvement begins here" in chart
