@@ -258,7 +258,7 @@ def publish_site(root: Path) -> None:
     """The site beside the runs, rebuilt with this run in it; a site that cannot be written is a warning line,
     never the failure of a run that is already written."""
     try:
-        from .site.build import build_site, site_beside
+        from .website.build import build_site, site_beside
 
         built = build_site(root, site_beside(root))
         progress(f"wrote the site: {built.out}/index.html")

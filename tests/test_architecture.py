@@ -29,7 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("reports.store", "reports.conformance"),
     ("reports.comparison",),
     ("reports.render",),
-    ("reports.site",),
+    ("reports.website",),
     ("reports",),
     ("mutation",),
 )

@@ -18,7 +18,7 @@ NOT_RESULTS = {
     ("reports/conformance/suites.py", "child"): "a JUnit XML element's attributes",
     ("reports/failure_causes.py", "bad"): "a JUnit XML element's attributes",
     ("reports/gate_check.py", "r"): "the gate check's own table rows, written to gate_check.md",
-    ("reports/site/gate.py", "row"): "a table row the page draws, its status given a symbol",
+    ("reports/website/gate.py", "row"): "a table row the page draws, its status given a symbol",
 }
 """(module, receiver) -> why its string keys are not results."""
 

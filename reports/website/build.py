@@ -22,10 +22,11 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Sequence
 
-from ..comparison.trend import by_setup
+from ..comparison.series import by_setup
 from ..render.trend import PLOT_PREFIX
 from ..store.model import Results
 from ..store.runs import SkippedRunWarning, readable_runs, run_names
+from ..store.writer import DEFAULT_ROOT
 from .context import Context, setup_page_name
 from .export import export_files
 from .history import histories
@@ -40,6 +41,7 @@ PAGE_LIMIT = 2_000_000
 """Bytes no page of the site passes at the default --keep (docs/nightly.md measures it)."""
 MARKER = "site.json"
 GENERATOR = "python -m reports.site"
+DEFAULT_SITE = DEFAULT_ROOT.parent / "site"
 STATIC = Path(__file__).resolve().parent / "static"
 ASSETS = ("site.css", "site.js", "favicon.svg")
 """The site's own files, from static/: its style, its one script, its icon (which a browser asks a host for)."""
@@ -72,9 +74,11 @@ class Built:
 
 
 def site_beside(runs_root: Path) -> Path:
-    """Where the main job writes the site: beside its runs directory, named after it (reports/runs ->
-    reports/runs-site). Not inside it, where a folder reads as a run; and not reports/site, this package."""
+    """Where the site of a runs directory goes: ``reports/site`` for the default one, else beside it, named
+    after it (/shared/ddpc-runs -> /shared/ddpc-runs-site). Never inside it, where a folder reads as a run."""
     root = Path(runs_root).absolute()
+    if root == DEFAULT_ROOT.absolute():
+        return DEFAULT_SITE
     return root.parent / f"{root.name}-site"
 
 

@@ -1,6 +1,6 @@
 """How big the site grows: runs generated from a real one, the site built over them, its size measured.
 
-``python -m reports.site.measure --from RUN_DIR --runs 30 --runs 365`` copies
+``python -m reports.website.measure --from RUN_DIR --runs 30 --runs 365`` copies
 a real run's results through the model (``dataclasses.replace``, written with
 ``datamodel.to_json``): each copy a night of its own (its name, its commit,
 its figures' samples drawn afresh around the real medians, a slow drift and a
@@ -124,7 +124,7 @@ def measure(source: Path, counts: Sequence[int], keep: int = DEFAULT_KEEP) -> li
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.site.measure", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m reports.website.measure", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from", dest="source", type=Path, required=True, help="a real run's directory")
     parser.add_argument("--runs", type=int, action="append",

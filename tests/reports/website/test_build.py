@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 import re
 
 import pytest
@@ -12,11 +13,12 @@ import pytest
 from benchmarks.busbw import bus_factor
 from reports.main import publish_site
 from reports.render.matrix import cell_text, matrix
-from reports.site.__main__ import main as site_main
-from reports.site.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
-from reports.site.export import BENCHMARK_ACTION, NCCL_TESTS
-from reports.site.matrix import failure_anchor
-from reports.site.measure import generate
+from reports.site import main as site_main
+from tests.pytest_run import ROOT
+from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
+from reports.website.export import BENCHMARK_ACTION, NCCL_TESTS
+from reports.website.matrix import failure_anchor
+from reports.website.measure import generate
 from reports.store.runs import load_results
 
 from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED
@@ -24,6 +26,13 @@ from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED
 
 def text_of(page: str) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_the_default_runs_get_their_site_in_reports_site():
+    from reports.store.writer import DEFAULT_ROOT
+
+    assert site_beside(DEFAULT_ROOT) == ROOT / "reports" / "site"
+    assert site_beside(Path("/shared/ddpc-runs")) == Path("/shared/ddpc-runs-site")
 
 
 def test_the_main_job_writes_the_site_after_each_run(real_runs):
@@ -162,7 +171,7 @@ def test_the_command_refuses_a_keep_below_one(nightly, tmp_path, capsys):
 
 
 def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path):
-    """``python -m reports.site.measure``'s nights (a 20% step in the first gated figure halfway) in a site: its
+    """``python -m reports.website.measure``'s nights (a 20% step in the first gated figure halfway) in a site: its
     chart marks the step at the night it began, and only there."""
     pytest.importorskip("asv", reason="the trend finds steps with asv's step detection")
     source = real_runs / sorted(p.name for p in real_runs.iterdir() if p.is_dir())[-1]

@@ -1,5 +1,5 @@
 """Write the nightly site from the runs: ``python -m reports.site [--root reports/runs] [--out
-reports/runs-site] [--keep N]``.
+reports/site] [--keep N]``.
 
 A static folder (no server, nothing fetched when viewed: open index.html from
 disk or publish the folder on any static host): the latest run's verdict, the
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..store.writer import DEFAULT_ROOT
-from .build import DEFAULT_KEEP, PAGE_LIMIT, SiteError, build_site, site_beside
+from .store.writer import DEFAULT_ROOT
+from .website.build import DEFAULT_KEEP, PAGE_LIMIT, SiteError, build_site, site_beside
 
 
 def _keep(text: str) -> int:
@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
     parser.add_argument("--out", type=Path,
-                        help="the site's folder (default: beside --root, named after it: reports/runs-site)")
+                        help="the site's folder (default: beside --root, named after it: reports/site)")
     parser.add_argument("--keep", type=_keep, default=DEFAULT_KEEP,
                         help=f"runs of each setup the site keeps, the newest (default {DEFAULT_KEEP})")
     args = parser.parse_args(argv)

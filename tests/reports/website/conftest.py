@@ -14,8 +14,8 @@ import pytest
 from benchmarks.measurable import FAILURE, Refusal
 from benchmarks.registry import Metric
 from reports.conformance.families import FamilyTally
-from reports.site.build import Built, build_site
-from reports.site.measure import judge, night, save
+from reports.website.build import Built, build_site
+from reports.website.measure import judge, night, save
 from reports.store.model import Results
 from reports.store.runs import load_results, run_names
 

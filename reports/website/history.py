@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..comparison.changes import DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD
-from ..comparison.trend import by_setup, trend
+from ..comparison.series import by_setup, trend
 from ..store.model import Point, Results, Series
 from .environment import one_line
 from .refusals import refused_keys
