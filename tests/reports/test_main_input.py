@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ranks.capacity import max_ranks
-from reports.main import save
+from reports.main import parse_args, save
 from reports.store.runs import load_results
 from tests.pytest_run import ROOT
 from tests.reports.builders import results
@@ -25,6 +25,14 @@ def job(*args: str, timeout: float = QUICK) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def refusal(args: list[str], capsys) -> str:
+    """What the job says when it refuses ``args`` before any work (in this process: it refuses while parsing)."""
+    with pytest.raises(SystemExit) as exited:
+        parse_args(args)
+    assert exited.value.code == 2, f"got exit {exited.value.code}, but a refusal should exit 2"
+    return capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, says", [
     (["--benchmark", "bogus"], "--benchmark: got bogus, but should be among busbw"),
     (["--impl", "bogus"], "--impl: got 'bogus', but should be one of reference"),
@@ -34,18 +42,19 @@ def job(*args: str, timeout: float = QUICK) -> subprocess.CompletedProcess:
     (["--world-size", "1000"], "--world-size: got 1000, but this machine holds at most"),
     (["--out", "/proc/ddpc-runs"], "--out /proc/ddpc-runs: cannot write there"),
 ])
-def test_bad_input_is_refused_in_one_line_before_any_work(args, says, tmp_path):
-    start = time.monotonic()
-    proc = job(*(args if "--out" in args else [*args, "--out", str(tmp_path / "runs")]))
-    assert proc.returncode == 2 and says in proc.stderr, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr and "[report" not in proc.stderr, "nothing ran before the refusal"
-    assert time.monotonic() - start < QUICK
+def test_bad_input_is_refused_in_one_line_before_any_work(args, says, tmp_path, capsys):
+    err = refusal(args if "--out" in args else [*args, "--out", str(tmp_path / "runs")], capsys)
+    assert says in err, err
 
 
-def test_an_out_that_is_a_file_is_refused(tmp_path):
+def test_the_job_refuses_before_it_starts_a_rank(tmp_path):
+    """As a user runs it: an --out that is a file, one line, exit 2, nothing run."""
     (tmp_path / "runs").write_text("")
+    start = time.monotonic()
     proc = job("--out", str(tmp_path / "runs"))
     assert proc.returncode == 2 and "got a file, but should be a folder that holds the runs" in proc.stderr
+    assert "Traceback" not in proc.stderr and "[report" not in proc.stderr, "nothing ran before the refusal"
+    assert time.monotonic() - start < QUICK
 
 
 def test_the_world_size_bound_says_why_and_can_be_insisted_on():
