@@ -71,6 +71,15 @@ class BucketSizeRecord:
     world_size: int = doc("ranks")
     backend: str = doc("gloo or nccl")
 
+    element_bytes = ELEMENT.itemsize
+    """Bytes per grad element: the benchmark model's grads are fp32."""
+
+    def bucket_bytes(self, bucket_size: int | None) -> int:
+        """A candidate's largest bucket in bytes: its size, or the whole model when that holds less (or for one
+        bucket)."""
+        total = self.model.depth * self.model.bucket_elements
+        return min(total if bucket_size is None else bucket_size, total) * self.element_bytes
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -268,6 +277,4 @@ BENCHMARK = Benchmark(
     record=BucketSizeRecord,
     run=measure,
     metrics=metrics,
-    summary="python -m reports.tune's method on the emulated model: every candidate predicted from inputs "
-            "measured here, three sizes measured side by side with their predictions (docs/tuning.md).",
 )

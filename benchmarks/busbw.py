@@ -360,5 +360,4 @@ BENCHMARK = Benchmark(
     record=BusbwRecord,
     run=measure,
     metrics=metrics,
-    summary="nccl-tests' definitions; every padding of one bucket timed in the same rounds.",
 )

@@ -58,14 +58,14 @@ import torch
 
 from reference.layout import ParamSpec
 
-from .stats import Figure
+from .stats import MIN_INTERVAL_SAMPLES, Figure
 
 METHODS = ("measured layer shapes", "FLOP count", "given total")
 FLOPS_PER_TOKEN = {"linear weight": 4, "elementwise": 2, "embedding lookup": 1}
 """Backward FLOPs per token: per element of a linear weight or an elementwise param; per width of a lookup."""
 EMBEDDING_MARKER = "embedding"
 MIN_TOKENS = 128
-DEFAULT_SAMPLES = 7  # a 95% interval of the median needs 6 or more
+DEFAULT_SAMPLES = MIN_INTERVAL_SAMPLES + 1
 PROBE_WIDTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 PROBE_SAMPLES = 3
 
@@ -162,6 +162,11 @@ class _Work:
     flops: float
     dtype: torch.dtype
     layer: LinearShape | None  # the timed linear whose backward covers this step, if any
+
+
+def has_linear_layer(specs: Sequence[ParamSpec]) -> bool:
+    """Whether ``profile_measured_layers`` has a layer shape to time (a weight of 2+ dims, not an embedding)."""
+    return any(w.layer is not None for w in _works(specs, MIN_TOKENS))
 
 
 def profile_measured_layers(specs: Sequence[ParamSpec], tokens: int, *, device: str | None = None,
@@ -298,7 +303,7 @@ def _timed(layer: LinearShape, calibration: Calibration, budget: Budget, timer: 
 def _setup(device: str | None, budget: Budget | None, timer: Timer | None, samples: int):
     if not isinstance(samples, int) or isinstance(samples, bool) or samples < 1:
         raise ValueError(f"samples: got {samples!r}, but should be an integer >= 1 "
-                         f"({DEFAULT_SAMPLES} or more for a 95% interval)")
+                         f"({MIN_INTERVAL_SAMPLES} or more for a 95% interval)")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     budget = budget or default_budget(device)
     if timer is None:

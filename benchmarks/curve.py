@@ -6,7 +6,7 @@ curve is read at the bytes the collective moves, which for a bucket is its
 PADDED size (``bucket_indices``), never ``per_bucket_numel_unpadded``:
 padding is sent like any other byte.
 
-Reading between and beyond the measured sizes (each reading says which rule gave it):
+Reading between and beyond the measured sizes:
 
 - between two measured sizes: linear in log(size) against log(time), so a
   power law between neighbours (exact at the measured points);
@@ -14,7 +14,7 @@ Reading between and beyond the measured sizes (each reading says which rule gave
   floor (a collective that small costs its fixed latency, and a smaller one
   cannot be assumed faster than anything measured);
 - above the largest measured size: the largest size's bus bandwidth held,
-  so the time grows linearly with size; marked ``extrapolated``.
+  so the time grows linearly with size (the tuner's output says so).
 
 Sizes follow nccl-tests (docs/rules.md, section 5): the full (gathered) size
 for reduce-scatter and all-gather.
@@ -32,25 +32,11 @@ import numpy as np
 
 from .busbw import COLLECTIVES, bus_factor
 
-READINGS = ("measured", "interpolated", "latency floor", "extrapolated")
 WORLD_SIZE_ASSUMPTION = (
     "converted from world size {n} to {m} by nccl-tests' bus-bandwidth factor, assuming the bus "
     "bandwidth at each size stays the same: time x {ratio:.4g} ({collective} factor {fm:.4g} at {m} over "
     "{fn:.4g} at {n}); latency-bound small sizes follow the ring's step count only roughly"
 )
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One size read off a curve: seconds per call, and which rule of ``READINGS`` gave it."""
-
-    size_bytes: int
-    seconds: float
-    rule: str
-
-    @property
-    def extrapolated(self) -> bool:
-        return self.rule == "extrapolated"
 
 
 @dataclass(frozen=True)
@@ -97,16 +83,6 @@ class CollectiveCurve:
             by_size.setdefault(size, []).append(seconds)
         sizes = tuple(sorted(by_size))
         return cls(collective, world_size, sizes, tuple(float(np.median(by_size[s])) for s in sizes))
-
-    def read(self, size_bytes: int) -> Reading:
-        """Seconds per call for ``size_bytes`` (a bucket's padded bytes) and the rule that gave them."""
-        _check_positive("size_bytes", [size_bytes])
-        if size_bytes > self.sizes[-1]:
-            return Reading(size_bytes, self.seconds[-1] * size_bytes / self.sizes[-1], "extrapolated")
-        if size_bytes < self.sizes[0]:
-            return Reading(size_bytes, self.seconds[0], "latency floor")
-        rule = "measured" if size_bytes in self.sizes else "interpolated"
-        return Reading(size_bytes, self(size_bytes), rule)
 
     def __call__(self, size_bytes: int) -> float:
         """Seconds per call for ``size_bytes``: the function a simulated backward takes (no checks, fast)."""

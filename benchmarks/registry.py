@@ -12,9 +12,8 @@ benchmark is adding one module that defines one ``Benchmark``, naming it in
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from datamodel import doc
 
@@ -72,8 +71,6 @@ class Benchmark:
     """``run(ctx, settings)`` on every rank (``on_ranks``), or ``run(settings)`` once: the records."""
     metrics: Callable[[Sequence[Any]], dict[str, Metric]]
     on_ranks: bool = True
-    summary: str = ""
-    """One paragraph for the report: what is measured, how, and what to read from it."""
 
     def check(self, records: Sequence[Any]) -> None:
         """Every record is of the declared type: what is written is what the schema says."""
@@ -112,8 +109,3 @@ def absolute(figure: Figure) -> Metric:
 def informative(figure: Figure) -> Metric:
     """An informative metric with the comparison's default threshold."""
     return Metric.of(figure, False)
-
-
-def field_docs(record: type) -> Mapping[str, str]:
-    """Each field of a record type with its meaning, as written on disk."""
-    return {f.metadata.get("json", f.name): f.metadata.get("doc", "") for f in dataclasses.fields(record)}

@@ -65,7 +65,6 @@ CollectiveSeconds = Callable[[int], float]
 """Seconds one collective of ``size_bytes`` takes (a ``benchmarks.curve.CollectiveCurve`` is one)."""
 CollectiveTimes = Union[CollectiveSeconds, Mapping[str, CollectiveSeconds]]
 """One function for every bucket, or one per communicator (``DENSE_GROUP``, ``EXPERT_GROUP``)."""
-"""One function for every bucket, or one per communicator (``DENSE_GROUP``, ``EXPERT_GROUP``)."""
 Contention = Union[float, Callable[["Bucket", float], float]]
 """The share of the backward's speed a running collective takes: one for all, or (bucket, seconds) -> it."""
 ComputeSteps = Sequence[tuple[Union[str, None], float]]

@@ -28,6 +28,8 @@ from scipy import stats
 from datamodel import doc
 
 CONFIDENCE = 0.95
+MIN_INTERVAL_SAMPLES = 6
+"""The fewest samples from which quantile_test gives a finite 95% interval of the median."""
 UNSTABLE_LIMITS = {"relative": 0.10, "absolute": 0.05}
 UNSTABLE_MARK = "†"
 UNSTABLE_FOOTNOTE = (f"{UNSTABLE_MARK} unstable: the samples' interquartile range passes "
@@ -81,6 +83,12 @@ class Figure:
         if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
             return None
         return float(ci.low), float(ci.high)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The interval, or the median at both ends when there is none: what a plot draws and a comparison of
+        two figures' ranges reads."""
+        return self.interval or (self.median, self.median)
 
     @cached_property
     def iqr(self) -> float:

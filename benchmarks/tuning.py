@@ -228,10 +228,10 @@ def verify(checks: Sequence[Check], target: float = TARGET) -> Verification:
     if recommended is None:
         problems.append("the recommended size was not measured")
     else:
-        low = _interval(recommended.measured_ms)[0]
+        low = recommended.measured_ms.bounds[0]
         problems += [f"{c.role} ({size_label(c.bucket_size)}) measured faster than the recommendation beyond "
                      f"noise ({c.measured_ms.median:.4g} ms against {recommended.measured_ms.median:.4g} ms)"
-                     for c in checks if c is not recommended and _interval(c.measured_ms)[1] < low]
+                     for c in checks if c is not recommended and c.measured_ms.bounds[1] < low]
     if problems:
         return Verification(tuple(checks), target, False, "unverified: " + "; ".join(problems))
     errors = ", ".join(f"{c.role} {c.error.median:+.1%}" for c in checks)
@@ -243,10 +243,6 @@ def verify(checks: Sequence[Check], target: float = TARGET) -> Verification:
 def size_label(bucket_size: int | None) -> str:
     """'4,194,304 elements', or 'one bucket'."""
     return "one bucket" if bucket_size is None else f"{bucket_size:,} elements"
-
-
-def _interval(figure: Figure) -> tuple[float, float]:
-    return figure.interval or (figure.median, figure.median)
 
 
 def _order(bucket_size: int | None) -> float:

@@ -69,11 +69,6 @@ def doc(text: str, default: Any = dataclasses.MISSING, *, json: str | None = Non
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
-def meaning(cls: type, name: str) -> str:
-    """The documented meaning of a field of ``cls``."""
-    return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}[name]
-
-
 class JsonModel:
     """A dataclass that reads and writes itself as JSON by this module's rules."""
 

@@ -47,7 +47,7 @@ from ranks.launch import leave_torchrun
 from ranks.startup import DEVICE_ENV, DEVICES
 
 from .cli import key_number
-from .comparison.changes import DEFAULT_THRESHOLD, compare
+from .comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
 from .comparison.claims import judge_claims
 from .comparison.comparable import previous_comparable
 from .comparison.series import trend
@@ -171,7 +171,7 @@ def judged(results: Results, root: Path, args) -> Results:
                              args.threshold, gate=args.gate)
         history = [(n, r) for n, r in readable_runs(root) if r.run.setup == results.run.setup]
     except RunError as exc:
-        comparison = Comparison(None, (), args.threshold, 0.05, (), str(exc))
+        comparison = Comparison(None, (), args.threshold, ALPHA, (), str(exc))
         history = []
     results = replace(results, comparison=comparison, claims=judge_claims(results),
                       trend=tuple(trend([*history, (results.run.name, results)], last=TREND_RUNS)))
@@ -188,7 +188,7 @@ def save(results: Results, root: Path) -> Path:
         for rel in results.plots:
             files[rel] = (Path(tmp) / rel).read_bytes()
     text = dump_json(encode(results))
-    files.update({"report.md": build_report(decode(json.loads(text))), "results.json": text})
+    files.update({"report.md": build_report(decode(json.loads(text))), "results.json": text})  # as read back
     try:
         return write_run(files, root=root, name=results.run.name)
     except OSError as exc:
@@ -235,8 +235,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     nodes = bench.pop("nodes")
     tensors = tensors_on(backend, args.device)
     mode = "torchrun" if torchrun else "plain"
-    run = Run(name=name, host=platform.node() or "unknown", mode=mode, world_size=world_size, backend=backend,
-              tensors=tensors, smoke=args.smoke,
+    run = Run(name=name, host=platform.node() or "unknown",
               setup=setup_of(backend, tensors, world_size, mode, args.smoke,
                              [(n.devices, n.host.cpu_model) for n in nodes]),
               commit=commit(), command=tuple(command))

@@ -26,7 +26,8 @@ from typing import Sequence
 
 from benchmarks.bucket_size import IMPL, BucketSizeRecord, tune_on_ranks
 from benchmarks.busbw import GATED_PLACEMENT, CurveRequest, Sweep, curve_policy
-from benchmarks.compute_profile import ComputeProfile, profile_given_total, profile_measured_layers
+from benchmarks.compute_profile import (ComputeProfile, has_linear_layer, profile_flop_rate, profile_given_total,
+                                        profile_measured_layers)
 from benchmarks.curve import CollectiveCurve
 from benchmarks.sampling import Sampling
 from benchmarks.schedule import DENSE_GROUP, EXPERT_GROUP, collective_for
@@ -173,7 +174,7 @@ def curve_from_run(results: Results, collective: str, policy: str) -> tuple[Coll
                          "at one rank nothing crosses a bus")
     seconds = [(r.size_bytes, [t / 1e6 for t in r.time_us.samples])
                for r in sorted(records, key=lambda r: r.size_bytes)]
-    smoke = " (a smoke run: its timings mean nothing)" if results.run.smoke else ""
+    smoke = " (a smoke run: its timings mean nothing)" if results.run.setup.smoke else ""
     return _curve(seconds, collective, padding, f"run {run} ({results.run.setup.label()}){smoke}", world)
 
 
@@ -199,6 +200,10 @@ def at_dp(curve: CollectiveCurve, dp: int):
 def compute_profile(args, specs) -> ComputeProfile:
     if args.compute_ms is not None:
         return profile_given_total(specs, args.compute_ms / 1e3)
+    if not has_linear_layer(specs):
+        progress(f"the model has no linear layer to time: its FLOPs at {args.tokens} tokens at the rate of a linear "
+                 "backward timed here (--compute-ms skips this)")
+        return profile_flop_rate(specs, args.tokens)
     progress(f"timing the model's linear layer shapes at {args.tokens} tokens (--compute-ms skips this)")
     return profile_measured_layers(specs, args.tokens)
 
@@ -301,7 +306,7 @@ def text(report: TuneReport) -> str:
         f"its own recommendation {size_label(record.recommendation.bucket_size)}, and a size far smaller and "
         f"far larger, predicted and measured side by side ({record.sampling.rounds} rounds):",
         "",
-        verification_markdown(record.verification, 4),
+        verification_markdown(record.verification, record.element_bytes),
     ]
     if report.smoke:
         lines.insert(0, "SMOKE: tiny inputs, one round: the timings mean nothing.")

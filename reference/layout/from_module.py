@@ -53,7 +53,6 @@ class ModelReading:
     """Frozen tensors left out."""
     experts: tuple[int, ...]
     """Expert count of each expert container, in order (empty for a dense model)."""
-    ep: int
 
 
 def read_module(module: torch.nn.Module, dtype: torch.dtype | None = None, ep: int = 1) -> ModelReading:
@@ -92,7 +91,7 @@ def read_module(module: torch.nn.Module, dtype: torch.dtype | None = None, ep: i
             shared_embedding=tied_embedding or bool(getattr(param, "shared_embedding", False)),
             expert_parallel=spec.expert_parallel,
         ))
-    return ModelReading(tuple(specs), ties, frozen, counts, ep)
+    return ModelReading(tuple(specs), ties, frozen, counts)
 
 
 def _expert_containers(module: torch.nn.Module) -> dict[str, tuple[torch.nn.Module, int]]:

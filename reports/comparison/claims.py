@@ -25,7 +25,6 @@ OVERLAP_NOTE = "design note: gradient bucketing and overlap"
 BUCKETING_NOTE = "design note: gradient bucketing in DDP"
 BUCKET_SIZE_NOTE = OVERLAP_NOTE  # its "Bucket size" section: the sweet spot, too small, too large
 CLAIM_SIZES_MB = (40.0, 80.0)
-BUCKET_ELEMENT_BYTES = 4  # the benchmark model's grads are fp32
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class Measured:
 
     def interval(self) -> tuple[float, float] | None:
         if self.figure is not None:
-            return self.figure.interval or (self.figure.median, self.figure.median)
+            return self.figure.bounds
         if self.span is not None:
             return self.span
         return None if self.value is None else (self.value, self.value)
@@ -66,8 +65,8 @@ class Claim:
 
     def judge(self, results: Results) -> ClaimVerdict:
         measured = self.measure(results)
-        verdict = ("not assessed: a smoke run's timings mean nothing" if results.run.smoke
-                   else self.verdict(measured, results.run.backend))
+        verdict = ("not assessed: a smoke run's timings mean nothing" if results.run.setup.smoke
+                   else self.verdict(measured, results.run.setup.backend))
         return ClaimVerdict(self.source, self.text, f"{measured.what}: {measured.shown()}".rstrip(": "), verdict)
 
     def verdict(self, measured: Measured, backend: str) -> str:
@@ -123,7 +122,7 @@ def _shard_cache(results: Results) -> Measured:
     if cached is None or resliced is None:
         return Measured("", missing="the shard-caching benchmark did not run (smoke mode times nothing)")
     a, b = cached.time_ms, resliced.time_ms
-    separated = (a.interval or (a.median,) * 2)[1] < (b.interval or (b.median,) * 2)[0]
+    separated = a.bounds[1] < b.bounds[0]
     return Measured(f"64 buckets' shard views per step: cached {describe(a)} ms, re-sliced {describe(b)} ms; "
                     "intervals apart (1 = yes)", value=1.0 if separated else 0.0)
 
@@ -153,14 +152,14 @@ def _bucket_megabytes(upper_only: bool) -> Callable[[Results], Measured]:
             return Measured("", missing="no bucket-size benchmark in this run (not selected)")
         if not record.verification.verified:
             return Measured("", missing=f"the prediction was not verified here ({record.verification.why})")
-        total = _bytes(record, None) / 1e6
-        if total <= CLAIM_SIZES_MB[-1] and results.run.backend == "nccl":
+        total = record.bucket_bytes(None) / 1e6
+        if total <= CLAIM_SIZES_MB[-1] and results.run.setup.backend == "nccl":
             return Measured("", missing=f"the benchmark model holds {total:.3g} MB of grads in all: no "
                                         "bucket the claim is about fits in it; measured in shape only: "
                                         f"{_shape(record)}")
         rec = record.recommendation
-        high = _bytes(record, rec.high) / 1e6
-        span = (high, high) if upper_only else (_bytes(record, rec.low) / 1e6, high)
+        high = record.bucket_bytes(rec.high) / 1e6
+        span = (high, high) if upper_only else (record.bucket_bytes(rec.low) / 1e6, high)
         what = "the largest bucket" if upper_only else "the bucket sizes"
         model = f"{record.model.depth} x Linear({record.model.width})"
         return Measured(f"{what} within 5% of the best predicted step, MB ({model}, {_shape(record)})",
@@ -177,16 +176,9 @@ def _shape(record: BucketSizeRecord) -> str:
         return "the recommended size was not measured"
     slower = ", ".join(f"{role} {c.measured_ms.median / best.measured_ms.median - 1:+.1%}"
                        for role, c in checks.items() if role != "recommended")
-    return (f"recommended {_bytes(record, best.bucket_size) / 1e6:.3g} MB of a "
-            f"{_bytes(record, None) / 1e6:.3g} MB model; measured steps against it: "
+    return (f"recommended {record.bucket_bytes(best.bucket_size) / 1e6:.3g} MB of a "
+            f"{record.bucket_bytes(None) / 1e6:.3g} MB model; measured steps against it: "
             f"{slower or 'no other size'}")
-
-
-def _bytes(record: BucketSizeRecord, size: int | None) -> int:
-    """A candidate's largest bucket in bytes: its size, or the whole model when it holds less (or one
-    bucket)."""
-    total = record.model.depth * record.model.bucket_elements
-    return min(total if size is None else size, total) * BUCKET_ELEMENT_BYTES
 
 
 NVLS = ("the gain comes from NCCL choosing its NVLS algorithm for 2**16-aligned buckets on NVLink "

@@ -94,5 +94,5 @@ def by_setup(runs: Sequence[Run]) -> dict[str, list[Run]]:
 
 def trend(runs: Sequence[Run], last: int | None = None) -> list[Series]:
     """Every gated metric of every setup, one series per (setup, metric), over each setup's ``last`` runs."""
-    return [series(group[-last:] if last else group, key, setup)
-            for setup, group in by_setup(runs).items() for key in gated_keys(group[-last:] if last else group)]
+    groups = {setup: group[-last:] if last else group for setup, group in by_setup(runs).items()}
+    return [series(group, key, setup) for setup, group in groups.items() for key in gated_keys(group)]

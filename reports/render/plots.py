@@ -51,7 +51,7 @@ def _median_and_error(figure: Figure | None) -> tuple[float, list[float]]:
     """The median and its (below, above) distance to the interval's ends (0 when there is none)."""
     if figure is None:
         return math.nan, [0.0, 0.0]
-    interval = figure.interval or (figure.median, figure.median)
+    interval = figure.bounds
     return figure.median, [figure.median - interval[0], interval[1] - figure.median]
 
 
@@ -163,9 +163,7 @@ def plot_timeline(record: OverlapRecord, out) -> Path:
 def plot_bucket_size(record: BucketSizeRecord, out) -> Path:
     """Predicted exposed time (step - compute) over bucket size, the measured sizes with their intervals, the
     recommendation and its 5% range marked (``bucket_size.png``)."""
-    element_bytes = 4
-    total = record.model.depth * record.model.bucket_elements
-    at = lambda size: min(total if size is None else size, total) * element_bytes  # noqa: E731 - bytes
+    at = record.bucket_bytes
     predicted: dict[int, float] = {}
     for p in record.predictions:
         predicted.setdefault(at(p.bucket_size), p.exposed_ms)

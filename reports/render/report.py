@@ -44,7 +44,7 @@ def build_report(results: Results) -> str:
     parts = [
         "# Bucketed gradient synchronization: conformance and benchmark report",
         f"Run {run.name} on {run.host}: {run.setup.label()}"
-        f"{' (SMOKE: timings mean nothing)' if run.smoke else ''}. Timed figures are medians "
+        f"{' (SMOKE: timings mean nothing)' if run.setup.smoke else ''}. Timed figures are medians "
         f"[95% interval of the median] over repeated rounds; {UNSTABLE_MARK} marks a figure whose spread passes "
         "its limit." + (f" Reproduce: `{' '.join(run.command)}` at commit {run.commit}." if run.command else ""),
         "## Summary", summary_markdown(results),

@@ -98,8 +98,8 @@ def verdict_markdown(results: Results) -> str:
     verdict = results.verdict
     if verdict is None:
         return "**Verdict: not recorded** (a run written before verdicts were stored)"
-    word = {0: "PASS", 1: "FAIL", 2: "ERROR"}[verdict.exit_code]
-    head = f"**Verdict: {word}**" + (" (smoke run: the figures mean nothing)" if results.run.smoke else "")
+    smoke = " (smoke run: the figures mean nothing)" if results.run.setup.smoke else ""
+    head = f"**Verdict: {verdict.word}**{smoke}"
     marks = {(True, True): " — ERROR", (True, False): " — FAIL"}
     return head + "\n\n" + "\n".join(f"- {line.text}{marks.get((line.fails, line.error), '')}"
                                         for line in verdict.lines)
@@ -113,7 +113,7 @@ def summary_markdown(results: Results) -> str:
         parts.append("Headline figures (gated; sampled until the 95% interval is inside its target, or the "
                      "benchmark's time budget ran out):\n\n" + table(rows, numparse=False))
     missed = missed_targets(metrics)
-    if missed and not results.run.smoke:
+    if missed and not results.run.setup.smoke:
         causes = noise_suspects(results)
         parts.append(f"**{len(missed)} of the {len(rows)} figures above missed their sampling target, so they "
                      "are not gated this run** (target met: no): their intervals are wider than their gate rule "

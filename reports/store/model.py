@@ -30,11 +30,10 @@ from hardware.node import Node
 from ..conformance.strength import StrengthRecord
 from ..conformance.suites import SuiteRun
 
-SCHEMA = 5
+SCHEMA = 6
 METHOD = 4
 """How the benchmarks measure; raised whenever a figure is taken differently (4: rounds calibrated to targets,
 impossible and noise-bound figures refused)."""
-SETUP_FIELDS = ("backend", "tensors", "world_size", "mode", "nodes", "devices", "smoke", "method")
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class Setup:
     def differences(self, other: Setup) -> list[str]:
         """What differs from ``other``, one phrase per field: 'backend gloo -> nccl'."""
         return [f"{name} {_shown(getattr(self, name))} -> {_shown(getattr(other, name))}"
-                for name in SETUP_FIELDS if getattr(self, name) != getattr(other, name)]
+                for name in (f.name for f in dataclasses.fields(self)) if getattr(self, name) != getattr(other, name)]
 
 
 def node_devices(gpus: Sequence[str], cpu_model: str) -> str:
@@ -95,12 +94,7 @@ class Run:
 
     name: str = doc("the run's name: its UTC start time, made unique within its runs root")
     host: str = doc("the host of rank 0")
-    mode: str = doc("plain (spawned ranks) or torchrun")
-    world_size: int = doc("ranks of the benchmarks")
-    backend: str = doc("gloo or nccl")
-    tensors: str = doc("cuda or cpu: where the ranks' tensors lived")
-    smoke: bool = doc("a smoke run")
-    setup: Setup = doc("what a comparison must share")
+    setup: Setup = doc("how it ran (backend, ranks, launch, nodes, devices): what a comparison must share")
     commit: str | None = doc("the project's commit, with '+dirty' when the tree had changes; null when unknown", None)
     command: tuple[str, ...] | None = doc("the command that made the run, to reproduce it; null for runs that did "
                                           "not record it", None)
@@ -242,6 +236,11 @@ class Verdict:
         """0 passed, 1 failed, 2 something could not be checked."""
         return 2 if any(line.error for line in self.lines) else 0 if self.passed else 1
 
+    @property
+    def word(self) -> str:
+        """PASS, FAIL or ERROR, as the exit code says."""
+        return ("PASS", "FAIL", "ERROR")[self.exit_code]
+
 
 @dataclass(frozen=True)
 class Upgrade:
@@ -257,7 +256,7 @@ Records = dataclasses.make_dataclass(
     [(b.name, tuple[b.record, ...], dataclasses.field(default=(), metadata={"doc": b.title})) for b in BENCHMARKS],
     frozen=True,
 )
-Records.__doc__ = "Each benchmark's records, under its name (benchmarks.BENCHMARKS)."
+Records.__doc__ = "Each benchmark's records, a list under the benchmark's name."
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,9 @@
 """Every schema this project has written, read into the current model: the one place that knows old runs.
 
-- **5** (now) is read as it is, strictly.
+- **6** (now) is read as it is, strictly.
+- **5** (typed records, the verdict stored): its run record repeated five
+  of its setup's fields (``mode``, ``world_size``, ``backend``, ``tensors``,
+  ``smoke``), which are dropped; the rest reads as it is.
 - **4** (calibrated sampling, refusals): the benchmark records move under
   ``benchmarks``, and what the model derives (each sampling's
   ``targets_met``) is dropped; its comparison (``compared_with``: the earlier
@@ -24,6 +27,7 @@ the field: a malformed run must never pass the gate as "not comparable".
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from benchmarks import BENCHMARKS
@@ -37,7 +41,9 @@ from ..conformance.strength import StrengthRecord
 from ..conformance.suites import SuiteRun
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
-SCHEMAS = (1, 2, 3, 4, SCHEMA)
+SCHEMAS = (1, 2, 3, 4, 5, SCHEMA)
+SCHEMA_5_RUN_REPEATS = ("mode", "world_size", "backend", "tensors", "smoke")
+"""What schema 5's run record repeated of its setup."""
 EARLIER_METHOD = 2
 """The benchmark method of every run written before the method was recorded (schemas 1 and 2)."""
 
@@ -51,8 +57,11 @@ def upgrade(data: Any) -> Results:
                          "(reports/schema.md)")
     if schema == SCHEMA:
         return decode(data)
+    if schema == 5:
+        return replace(decode({**data, "schema": SCHEMA, "run": _without_repeats(_required(data, "run", dict))}),
+                       upgraded=Upgrade(5, ()))
     left_out: list[str] = []
-    nodes = _nodes(data, schema)
+    nodes = _nodes(data)
     run = _run(_required(data, "run", dict), schema, nodes)
     metrics = _required(data, "metrics", dict)
     return Results(
@@ -79,7 +88,11 @@ def _required(data: dict, name: str, kind: type) -> Any:
     return value
 
 
-def _nodes(data: dict, schema: int) -> list[dict]:
+def _without_repeats(run: dict) -> dict:
+    return {key: value for key, value in run.items() if key not in SCHEMA_5_RUN_REPEATS}
+
+
+def _nodes(data: dict) -> list[dict]:
     """Every node; a schema-1 run recorded rank 0's hardware alone, which stands for its one node."""
     if isinstance(data.get("nodes"), list):
         return data["nodes"]
@@ -106,9 +119,7 @@ def _run(run: dict, schema: int, nodes: list[dict]) -> Run:
         computes_on = [(n.get("devices") or [], (n.get("host") or {}).get("cpu_model", "unknown")) for n in nodes]
         setup = setup_of(backend, tensors, field("world_size", int), field("mode", str), bool(run.get("smoke")),
                          computes_on, EARLIER_METHOD)
-    return Run(name=field("name", str), host=str(run.get("host") or "unknown"), mode=field("mode", str),
-               world_size=field("world_size", int), backend=backend, tensors=tensors, smoke=bool(run.get("smoke")),
-               setup=setup)
+    return Run(name=field("name", str), host=str(run.get("host") or "unknown"), setup=setup)
 
 
 def _metric(key: str, value: Any, schema: int) -> Metric:

@@ -48,10 +48,7 @@ def check_root(root: Path) -> None:
     except OSError as exc:
         raise StoreError(f"--out {root}: cannot write there ({exc.strerror or exc}), but should be a folder this "
                          "user can write") from exc
-    pointer = root / "latest"
-    if pointer.is_dir() and not pointer.is_symlink():
-        raise StoreError(f"{pointer}: got a folder, but should be a file naming the newest run (or a symlink to "
-                         "it): remove or rename the folder")
+    _latest_pointer(root)
 
 
 def reserve(root: Path, start: datetime | None = None) -> str:
@@ -107,9 +104,7 @@ def release(root: Path, name: str) -> None:
 
 def point_latest(root: Path, name: str) -> None:
     """``latest`` names ``name``; a user's symlink there is replaced by the file, a folder refused."""
-    pointer = Path(root) / "latest"
-    if pointer.is_dir() and not pointer.is_symlink():
-        raise StoreError(f"{pointer}: got a folder, but should be a file naming the newest run: not replaced")
+    pointer = _latest_pointer(root)
     tmp = Path(root) / f".latest-{os.getpid()}"
     try:
         tmp.write_text(name + "\n")
@@ -120,14 +115,21 @@ def point_latest(root: Path, name: str) -> None:
 
 def latest_run(root: Path = DEFAULT_ROOT) -> Path | None:
     """The run ``latest`` names (a file naming it, or a symlink to it); None when there is none."""
-    pointer = Path(root) / "latest"
+    pointer = _latest_pointer(root)
     if pointer.is_symlink():
         return pointer.resolve()
     if not pointer.exists():
         return None
-    if pointer.is_dir():
-        raise StoreError(f"{pointer}: got a folder, but should be a file naming the newest run (or a symlink to it)")
     return Path(root) / pointer.read_text().strip()
+
+
+def _latest_pointer(root: Path) -> Path:
+    """``root/latest``, refused when it is a folder: it names the newest run, as a file or a symlink."""
+    pointer = Path(root) / "latest"
+    if pointer.is_dir() and not pointer.is_symlink():
+        raise StoreError(f"{pointer}: got a folder, but should be a file naming the newest run (or a symlink to "
+                         "it): remove or rename the folder")
+    return pointer
 
 
 def fallback_root() -> Path:

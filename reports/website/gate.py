@@ -53,7 +53,7 @@ def gate_html(results: Results, run_link: Callable[[str], Markup]) -> Markup:
     if findings:
         parts += [tag("p", "Findings (a figure not given because the machine showed something real):"),
                   _items(findings)]
-    if missed and not results.run.smoke:
+    if missed and not results.run.setup.smoke:
         parts += [tag("p", "Figures whose calibrated sampling missed its target (informative this run):"),
                   _items(missed, class_="columns")]
     return join(parts)

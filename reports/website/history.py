@@ -1,7 +1,7 @@
 """The history the site draws: every gated metric of every setup over the kept runs of that setup, one slot
 per run, a point where the run measured it and a gap, with why, where it did not.
 
-The series and their steps are the trend's (``reports.comparison.trend``: one
+The series and their steps are the trend's (``reports.comparison.series``: one
 series per setup and metric, asv's step detection); smoke runs are never
 drawn, their timings meaning nothing. Each slot carries what its hover says:
 the gate's threshold and decision that night, and the commit and environment.
@@ -104,7 +104,7 @@ def history(series: Series, group: Sequence[Run], refusals: _Refusals) -> Histor
 
 def histories(runs: Sequence[Run]) -> list[SetupHistory]:
     """One history per setup of the runs that are not smoke runs, in order of each setup's first run."""
-    drawn = [(name, results) for name, results in runs if not results.run.smoke]
+    drawn = [(name, results) for name, results in runs if not results.run.setup.smoke]
     groups = by_setup(drawn)
     refusals = _Refusals()
     made: dict[str, list[History]] = {setup: [] for setup in groups}

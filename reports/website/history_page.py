@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .chart import LEGEND, band_text, chart_svg, number
+from .chart import LEGEND, band_text, chart_svg, number, step_change
 from .context import Context
 from .history import History, SetupHistory, Slot
 from .html import Markup, join, link, page, slug, table, tag
@@ -39,8 +39,7 @@ def _step(history: History) -> str:
     step = history.series.step
     if step is None:
         return "none"
-    change = f"{step.change:+.3g}" if history.series.absolute else f"{step.change:+.1%}"
-    return f"{'▼' if step.direction == 'regression' else '▲'} {step.direction} {change} at {step.run}"
+    return f"{'▼' if step.direction == 'regression' else '▲'} {step.direction} {step_change(history)} at {step.run}"
 
 
 def summary_table(histories: Sequence[History], anchors: bool) -> Markup:

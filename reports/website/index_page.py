@@ -13,7 +13,7 @@ from .history import SetupHistory
 from .history_page import setup_history_html
 from .html import Markup, join, link, page, table, tag
 from .matrix import matrix_html
-from .verdict import WORDS, verdict_html
+from .verdict import SYMBOLS, verdict_html
 
 Run = tuple[str, Results]
 RECENT = 10
@@ -40,8 +40,8 @@ def claims_html(claims: Sequence[ClaimVerdict]) -> Markup:
 def verdict_word(results: Results) -> str:
     if results.verdict is None:
         return "not recorded"
-    word, symbol, _ = WORDS[results.verdict.exit_code]
-    return f"{symbol} {word}"
+    word = results.verdict.word
+    return f"{SYMBOLS[word]} {word}"
 
 
 def runs_table(runs: Sequence[Run], ctx: Context, depth: int) -> Markup:
@@ -87,7 +87,7 @@ def index_page(runs: Sequence[Run], histories: Sequence[SetupHistory], unreadabl
     else:
         history += [tag("h3", join(["Setup: ", ctx.setup_link(drawn.setup, depth=0)])),
                     tag("p", "The setup of the newest run that is not a smoke run."
-                        + (" The latest run is a smoke run: never drawn." if run.smoke else "")),
+                        + (" The latest run is a smoke run: never drawn." if run.setup.smoke else "")),
                     setup_history_html(drawn, ctx, depth=0)]
     others = [h for h in histories if h is not drawn]
     if others:

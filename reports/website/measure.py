@@ -50,8 +50,7 @@ def night(results: Results, name: str, *, scale: Callable[[str], float] = lambda
     rng = random.Random(seed)
     run = results.run
     new_setup = replace(run.setup, smoke=False, **(setup or {}))
-    run = replace(run, name=name, smoke=False, setup=new_setup, world_size=new_setup.world_size,
-                  backend=new_setup.backend, tensors=new_setup.tensors, commit=commit or run.commit)
+    run = replace(run, name=name, setup=new_setup, commit=commit or run.commit)
     metrics = {}
     for key, metric in results.metrics.items():
         if metric.figure is not None:

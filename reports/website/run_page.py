@@ -92,7 +92,7 @@ def run_page(name: str, results: Results, previous: Run | None, report: str | No
     body = join([
         tag("h1", f"Run {name}"),
         tag("p", join(["On ", run.host, ": ", ctx.setup_link(run.setup.label(), depth=2),
-                       " (smoke: timings mean nothing)" if run.smoke else "", "."])),
+                       " (smoke: timings mean nothing)" if run.setup.smoke else "", "."])),
         toc, verdict_html(results),
         tag("h2", "Reproduce", id="reproduce"), reproduce_html(results),
         tag("h2", "Environment against the previous run of this setup", id="environment"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..store.model import Results, VerdictLine
 from .html import Markup, join, tag
 
-WORDS = {0: ("PASS", "✔", "pass"), 1: ("FAIL", "✘", "fail"), 2: ("ERROR", "⚠", "error")}
+SYMBOLS = {"PASS": "✔", "FAIL": "✘", "ERROR": "⚠"}
 
 
 def _mark(line: VerdictLine, reported: bool) -> str:
@@ -24,13 +24,13 @@ def verdict_html(results: Results) -> Markup:
     if verdict is None:
         return tag("div", tag("p", "Verdict: not recorded (a run written before verdicts were stored)."),
                    class_="verdict verdict-none")
-    word, symbol, kind = WORDS[verdict.exit_code]
-    smoke = " (smoke run: the figures mean nothing)" if results.run.smoke else ""
-    head = f"{symbol} Verdict: {word}{smoke}"
+    word = verdict.word
+    smoke = " (smoke run: the figures mean nothing)" if results.run.setup.smoke else ""
+    head = f"{SYMBOLS[word]} Verdict: {word}{smoke}"
     reported = bool(results.comparison and results.comparison.regressions)
     lines = [tag("li", join([tag("span", _mark(line, reported), aria_hidden="true"), line.text,
                              " — ERROR" if line.error else " — FAIL" if line.fails else ""]),
                  class_="fails" if line.fails else None)
              for line in verdict.lines]
     return tag("div", join([tag("p", head, class_="word"), tag("ul", join(lines))]),
-               class_=f"verdict verdict-{kind}")
+               class_=f"verdict verdict-{word.lower()}")

@@ -1,4 +1,5 @@
-"""The collective time curve, worked by hand: measured points, log-log between, floor, extrapolation."""
+"""The collective time curve, worked by hand: measured points, log-log between, floor, extrapolation (what a
+simulated backward reads: the curve called at a size)."""
 
 import math
 
@@ -16,31 +17,22 @@ def curve(points=POINTS, collective="all_reduce", world_size=2):
 
 def test_exact_at_measured_points():
     c = curve()
-    assert [c.read(size).seconds for size in (1000, 4000)] == pytest.approx([1e-3, 9e-3], rel=1e-12)
-    assert c.read(1000).rule == "measured"
+    assert [c(size) for size in (1000, 4000)] == pytest.approx([1e-3, 9e-3], rel=1e-12)
 
 
 def test_between_points_log_log_midpoint_worked_by_hand():
     # 2000 B is halfway between 1000 and 4000 in log(size), so log(time) is halfway between log(1 ms) and
     # log(9 ms): time = sqrt(1 * 9) = 3 ms. A linear interpolation would give 1 + 8 * 1000 / 3000 = 3.667 ms.
-    reading = curve().read(2000)
-    assert reading.seconds == pytest.approx(3e-3, rel=1e-12) and reading.rule == "interpolated"
     assert curve()(2000) == pytest.approx(3e-3, rel=1e-12)
 
 
 def test_below_the_smallest_size_is_the_latency_floor():
-    reading = curve().read(10)
-    assert reading.seconds == pytest.approx(1e-3) and reading.rule == "latency floor"
-    assert not reading.extrapolated
-    assert curve()(10) == pytest.approx(1e-3)
+    assert curve()(10) == pytest.approx(1e-3) and curve()(999) == pytest.approx(1e-3)
 
 
-def test_above_the_largest_size_holds_its_bus_bandwidth_and_is_flagged():
+def test_above_the_largest_size_holds_its_bus_bandwidth():
     # 4000 B in 9 ms: twice the size at the same bandwidth takes 18 ms.
-    reading = curve().read(8000)
-    assert reading.seconds == pytest.approx(18e-3) and reading.extrapolated
     assert curve()(8000) == pytest.approx(18e-3)
-    assert not curve().read(4000).extrapolated
 
 
 def test_several_samples_of_a_size_are_reduced_to_their_median():
@@ -99,7 +91,3 @@ def test_one_rank_is_refused_and_says_the_time_is_zero():
     with pytest.raises(ValueError, match="the curve's world_size: got 1"):
         curve(world_size=1).at_world_size(8)
 
-
-def test_reading_a_non_positive_size_is_refused():
-    with pytest.raises(ValueError, match="size_bytes: got 0"):
-        curve().read(0)

@@ -26,8 +26,7 @@ def results(name: str = "20260101T000000Z", *, smoke: bool = False, backend: str
     """A run named ``name``; ``fields`` replace Results' (``benchmarks`` may be a dict of records); metrics are
     collected from the records unless given."""
     records = fields.pop("benchmarks", {})
-    run = Run(name=name, host="test", mode="plain", world_size=2, backend=backend, tensors="cpu", smoke=smoke,
-              setup=setup(smoke=smoke, backend=backend, **(setup_changes or {})))
+    run = Run(name=name, host="test", setup=setup(smoke=smoke, backend=backend, **(setup_changes or {})))
     made = Results(schema=SCHEMA, run=run, settings=None, nodes=(), conformance=(), suite_world_size=None,
                    strength=(), benchmarks=Records(**{k: tuple(v) for k, v in records.items()}), overhead=(),
                    metrics={}, comparison=None, trend=(), claims=(), mutation=None, verdict=None, plots=())

@@ -42,7 +42,7 @@ def test_one_rank_runs_every_multi_rank_benchmark_and_the_suite(tmp_path):
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = results_of(tmp_path)
-    assert results.run.world_size == 1 and results.run.mode == "plain", results.run
+    assert results.run.setup.world_size == 1 and results.run.setup.mode == "plain", results.run
     assert_suite_ran(results, 1)
     assert all(r.busbw_gbps is None and r.algbw_gbps for r in results.benchmarks.busbw), "busbw is null at one rank"
     assert {r.mode for r in results.benchmarks.overlap} == {"emulated", "real"}
@@ -55,7 +55,7 @@ def test_torchrun_runs_the_suite_once_from_rank_0(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = results_of(tmp_path)
-    assert results.run.mode == "torchrun" and results.run.world_size == 2, results.run
+    assert results.run.setup.mode == "torchrun" and results.run.setup.world_size == 2, results.run
     assert results.run.command[0] == "torchrun", results.run.command
     assert_suite_ran(results, 2)
     assert proc.stdout.count("## Summary") == 1, "only rank 0 writes and prints the report"
@@ -65,7 +65,7 @@ def test_two_nodes_record_every_node_and_run_the_suite(tmp_path):
     node0, node1 = two_nodes("-m", "reports", "--smoke", *CHEAP, *SUITE, "--out", str(tmp_path))
     assert node0.returncode == 0 and node1.returncode == 0, node0.stdout[-3000:] + node1.stdout[-3000:]
     results = results_of(tmp_path)
-    assert results.run.setup.nodes == 2 and results.run.world_size == 2, results.run
+    assert results.run.setup.nodes == 2 and results.run.setup.world_size == 2, results.run
     assert [(n.node_rank, n.first_rank) for n in results.nodes] == [(0, 0), (1, 1)], results.nodes
     assert all(n.hardware.host.hostname for n in results.nodes)
     assert sum(r.wrong for r in results.benchmarks.busbw) == 0

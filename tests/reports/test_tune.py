@@ -73,6 +73,17 @@ def test_a_config_tuned_as_tables_says_what_it_rests_on(busbw_run, tmp_path):
         assert words in out, f"{words!r}: got missing, but should be in the output:\n{out}"
 
 
+def test_a_model_without_linear_layers_is_timed_at_a_measured_flop_rate(busbw_run):
+    """A --numel buffer is one flat param: no layer shape to time, so its FLOPs go at a rate measured here."""
+    proc = tune("--numel", "300000", "--dp", "4", "--from-run", str(busbw_run), "--grid-start", "65536", "--smoke",
+                "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = from_json(TuneReport, json.loads(proc.stdout))
+    assert report.compute_method.startswith("FLOP count at a measured rate of "), report.compute_method
+    assert report.compute_ms > 0, report
+    assert "the model has no linear layer to time" in proc.stderr, proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("args, words", [
     (["--model", "llama2-7b", "--dp", "1"], "--dp: got 1, but should be >= 2"),
     (["--model", "llama2-7b", "--dp", "8", "--compute-ms", "0"],

@@ -47,7 +47,9 @@ def recommendation_line(recommendation: Recommendation, element_bytes: int) -> s
     low, high = recommendation.low, recommendation.high
     span = (size_cell(low, element_bytes) if low == high else
             f"{size_cell(low, element_bytes)} to {size_cell(high, element_bytes)}")
-    return (f"Recommended: {size_cell(recommendation.bucket_size, element_bytes)} elements per bucket, "
+    chosen = recommendation.bucket_size
+    size = "one bucket per buffer" if chosen is None else f"{size_cell(chosen, element_bytes)} elements per bucket"
+    return (f"Recommended: {size}, "
             f"{ms(recommendation.exposed_ms)} ms exposed; within {recommendation.tolerance:.0%} of it: "
             f"{span}.")
 
@@ -79,9 +81,9 @@ def markdown(records: Sequence[BucketSizeRecord]) -> str:
         parts += [
             f"### {model.depth} x Linear({model.width}, {model.width}), batch {model.batch}, {r.impl}; "
             f"{r.wait_ms:.3g} ms emulated backward per layer; {r.world_size} ranks, {r.backend}",
-            verification_markdown(r.verification, 4),
-            recommendation_line(r.recommendation, 4),
-            predictions_markdown(r.predictions, r.recommendation, 4),
+            verification_markdown(r.verification, r.element_bytes),
+            recommendation_line(r.recommendation, r.element_bytes),
+            predictions_markdown(r.predictions, r.recommendation, r.element_bytes),
             inputs_markdown(r) + f" Sampled: {sampling_note(r.sampling)}",
         ]
     return "\n\n".join(parts) + (

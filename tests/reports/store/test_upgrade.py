@@ -17,8 +17,9 @@ from tests.pytest_run import ROOT
 from tests.reports.builders import results
 
 FIXTURES = ROOT / "fixtures" / "runs"
-SCHEMAS = {"20261125T134329Z": 1, "20261125T134518Z": 2, "20261125T134618Z": 3, "20261125T134732Z": 4}
-METHODS = {1: 2, 2: 2, 3: 3, 4: 4}  # runs before the method was recorded measured by method 2
+SCHEMAS = {"20261125T134329Z": 1, "20261125T134518Z": 2, "20261125T134618Z": 3, "20261125T134732Z": 4,
+           "20261125T174848Z": 5}
+METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4}  # runs before the method was recorded measured by method 2
 
 
 @pytest.mark.parametrize("name, schema", SCHEMAS.items())
@@ -31,7 +32,20 @@ def test_every_schema_reads_into_the_current_model(name, schema):
     assert run.run.setup.devices == ("cpu: AMD EPYC",) and run.run.setup.world_size == 2, run.run.setup
     assert set(run.metrics) == set(raw["metrics"]), "every metric of the file is read"
     assert [c.passed for c in run.conformance] == [c["passed"] for c in raw["conformance"]]
-    assert run.verdict is None and run.comparison is None, "nothing was decided and stored then"
+    if schema < 5:
+        assert run.verdict is None and run.comparison is None, "nothing was decided and stored then"
+
+
+def test_schema_5_reads_whole_its_run_record_without_what_its_setup_holds():
+    raw = json.loads((FIXTURES / "20261125T174848Z" / "results.json").read_text())
+    run = load_results(FIXTURES / "20261125T174848Z")
+    assert run.upgraded.left_out == (), run.upgraded
+    setup = raw["run"]["setup"]
+    assert [raw["run"][k] for k in ("mode", "world_size", "backend", "tensors", "smoke")] == [
+        setup[k] for k in ("mode", "world_size", "backend", "tensors", "smoke")], "it repeated its setup"
+    assert encode(run)["run"].keys() == {"name", "host", "setup", "commit", "command"}, encode(run)["run"]
+    assert run.verdict.exit_code == 0 and run.comparison.against == "20261125T134732Z", "decisions are kept"
+    assert run.mutation is not None and len(run.claims) == len(raw["claims"]) and len(run.benchmarks.busbw) == 4
 
 
 def test_schema_4_records_read_whole_and_older_ones_are_named_as_left_out():
@@ -52,14 +66,16 @@ def test_schema_1_metrics_count_as_they_were_judged_then():
     assert busbw.gated and not busbw.exact and busbw.figure is None, "any schema-1 metric could fail the job"
 
 
-def test_a_new_run_compares_with_last_nights_schema_4_run(tmp_path):
-    """Last night's run (schema 4) and tonight's (current) share a setup, so the gate reads both."""
-    shutil.copytree(FIXTURES, tmp_path / "runs")
-    old = load_results(FIXTURES / "20261125T134732Z")
+@pytest.mark.parametrize("last_night", ["20261125T134732Z", "20261125T174848Z"])
+def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, last_night):
+    """Last night's run (schema 4 or 5) and tonight's (current) share a setup, so the gate reads both."""
+    for name in list(SCHEMAS)[:list(SCHEMAS).index(last_night) + 1]:
+        shutil.copytree(FIXTURES / name, tmp_path / "runs" / name)
+    old = load_results(FIXTURES / last_night)
     new = replace(old, run=replace(old.run, name="20261126T000000Z"), upgraded=None)
     write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
     found, passed = previous_comparable(tmp_path / "runs", new.run.name, load_results(tmp_path / "runs" / new.run.name))
-    assert found[0] == "20261125T134732Z" and passed == [], (found, passed)
+    assert found[0] == last_night and passed == [], (found, passed)
     changes = compare_metrics(found[1].metrics, new.metrics)
     assert changes and all(c.status == "unchanged" for c in changes), [c for c in changes if c.status != "unchanged"]
     assert why_not_comparable(load_results(FIXTURES / "20261125T134618Z"), new) == "method 3 -> 4", (
@@ -75,8 +91,10 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     assert [n for n, _ in runs] == [*SCHEMAS, "20261126T000000Z"], "every run is readable"
     series = {(s.setup, s.key): s for s in trend(runs)}
     method_4 = [s for (setup, _), s in series.items() if "method" not in setup]
-    assert method_4 and all([p.run for p in s.points] == ["20261125T134732Z", "20261126T000000Z"]
-                            for s in method_4 if len(s.points) > 1), "last night and tonight are one series"
+    method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T000000Z"]
+    assert method_4 and all([p.run for p in s.points] == method_4_runs
+                            for s in method_4 if len(s.points) > 2), "the method-4 nights and tonight are one series"
+    assert any(len(s.points) == 3 for s in method_4), "some figure was measured every method-4 night"
 
 
 @pytest.mark.parametrize("damage, where", [
@@ -84,7 +102,7 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     (lambda d: d["metrics"].update({"step_time/reference/ratio_to_torch_ddp": 1.02}),
      "$.metrics.step_time/reference/ratio_to_torch_ddp: got 1.02, but should be Metric"),
     (lambda d: d["run"].pop("backend"), "$.run.backend: got None, but should be a str"),
-    (lambda d: d.update(schema=9), "got schema 9, but should be one of 1, 2, 3, 4, 5"),
+    (lambda d: d.update(schema=9), "got schema 9, but should be one of 1, 2, 3, 4, 5, 6"),
 ])
 def test_a_malformed_run_is_refused_naming_the_schema_the_run_and_the_field(tmp_path, damage, where):
     data = json.loads((FIXTURES / "20261125T134732Z" / "results.json").read_text())
