@@ -16,11 +16,13 @@ data-parallel group.
 ``grad_norm_skip_threshold`` (upstream's, for the optimizer): when the
 global grad norm, taken before clipping, exceeds it, the step is skipped:
 nothing is updated and no param is gathered; the grads stay as clipped.
+Clipping scales the fp32 main grads, as upstream's mixed-precision optimizer
+does: a bf16 grad is copied to fp32 first, never clipped in bf16.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
@@ -39,9 +41,22 @@ class Slot:
     model: torch.Tensor  # where updated values go (param data or the rank's param shard)
     param_spans: list[tuple[int, int]]  # [start, end) of param elements in ``grad`` (no padding)
     counted: bool  # whether this rank counts the slot in norms and zero counts
+    fp32_grads: list[tuple[int, int, torch.Tensor]] = field(default_factory=list)
+    """[start, end) of ``grad`` whose params accumulate in an fp32 main_grad of their own, and those elements of it."""
 
-    def param_grads(self) -> list[torch.Tensor]:
-        flat = self.grad.reshape(-1)
+    def main_grad(self) -> torch.Tensor:
+        """The fp32 grad the optimizer steps with: ``grad`` (itself where it is fp32), with the elements of params
+        accumulating in fp32 read from their own main_grad, as upstream copies each param's main_grad."""
+        if self.grad.dtype == torch.float32 and not self.fp32_grads:
+            return self.grad
+        out = self.grad.float().clone() if self.grad.dtype == torch.float32 else self.grad.float()
+        for start, end, values in self.fp32_grads:
+            out.reshape(-1)[start:end] = values
+        return out
+
+    def param_grads(self, grad: torch.Tensor) -> list[torch.Tensor]:
+        """The elements of ``grad`` (this slot's, or its main grad) that belong to params, padding left out."""
+        flat = grad.reshape(-1)
         return [flat[a:b] for a, b in self.param_spans]
 
 
@@ -85,10 +100,14 @@ class ReferenceOptimizer:
                     for start, end, b in buf.layout.param_index_map.values()
                     if b == bucket.index and max(start, lo) < min(end, hi)
                 ]
+                local = [(max(start, lo) - lo, min(end, hi) - lo,
+                          self.ddp.local_fp32_grads[name].main_grad.reshape(-1)[max(start, lo) - start:min(end, hi) - start])
+                         for name, (start, end, b) in buf.layout.param_index_map.items()
+                         if b == bucket.index and max(start, lo) < min(end, hi) and name in self.ddp.local_fp32_grads]
                 shard = buf.param_shards(bucket.index)[rank]
                 main = shard if shard.dtype == torch.float32 else shard.float()
                 slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, sorted(spans),
-                                  self.ddp.counts_here(buf)))
+                                  self.ddp.counts_here(buf), local))
         return slots
 
     def step(self) -> float | None:
@@ -98,19 +117,21 @@ class ReferenceOptimizer:
                 "optimizer step before gradients are finished: got step() with grad sync "
                 "outstanding, but should call finish_grad_sync() or finalize_model_grads() first"
             )
+        for slot in self.slots:  # fp32 main grads, which the norm reads and clipping scales (as upstream)
+            slot.main.grad = slot.main_grad()
         norm = None
         if self.max_grad_norm is not None or self.skip_threshold is not None:
             norm = grad_norm(self.grads_for_norm(), self.norm_type, self.ddp.group, self.device)
         if self.max_grad_norm is not None:
-            clip_by_total_norm([s.grad for s in self.slots], self.max_grad_norm, norm)
+            clip_by_total_norm([s.main.grad for s in self.slots], self.max_grad_norm, norm)
         self.skipped = self.skip_threshold is not None and norm > self.skip_threshold
+        if not self.skipped:
+            self.optimizer.step()
+        for slot in self.slots:
+            slot.main.grad = None
         if self.skipped:
             return norm
         for slot in self.slots:
-            slot.main.grad = slot.grad if slot.grad.dtype == torch.float32 else slot.grad.float()
-        self.optimizer.step()
-        for slot in self.slots:
-            slot.main.grad = None
             if slot.main is not slot.model:
                 slot.model.copy_(slot.main)
         if self.distributed:
@@ -123,8 +144,10 @@ class ReferenceOptimizer:
         self.ddp.zero_grad_buffer()
 
     def grads_for_norm(self) -> Sequence[torch.Tensor]:
-        """This rank's share of the param elements (padding never part of a norm or a zero count)."""
-        return [g for s in self.slots if s.counted for g in s.param_grads()]
+        """This rank's share of the param elements of the main grads (padding never part of a norm or a zero
+        count)."""
+        return [g for s in self.slots if s.counted
+                for g in s.param_grads(s.main.grad if s.main.grad is not None else s.main_grad())]
 
     def count_zeros(self) -> int:
         """Zero gradient elements over the whole model (each counted once, padding excluded)."""

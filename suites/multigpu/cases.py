@@ -57,6 +57,8 @@ class Case:
     """Params (fnmatch patterns, or "all") accumulating microbatches in an fp32 main_grad of their own."""
     skip_above: float | None = None
     """Skip an optimizer step whose grad norm exceeds this (upstream's grad_norm_skip_threshold)."""
+    skip_reached: bool = True
+    """With ``skip_above``: whether every step's grad norm exceeds it (every step skipped) or stays below it."""
     force_all_reduce: bool = False
     """Finish the grad sync with finish_grad_sync(force_all_reduce=True): every rank holds every reduced grad."""
     world: int | None = None
@@ -167,8 +169,8 @@ def _knob_cases() -> list[Case]:
         Case("distopt-fp32-local-weights", "padded", fp32_local=("*.weight",), microbatches=3, **bf16),
         Case("allreduce-skip-every-step", skip_above=0.01),
         Case("distopt-skip-every-step", "padded", skip_above=0.01),
-        Case("allreduce-skip-threshold-not-reached", skip_above=100.0),
-        Case("distopt-skip-threshold-not-reached", "padded", skip_above=100.0),
+        Case("allreduce-skip-threshold-not-reached", skip_above=100.0, skip_reached=False),
+        Case("distopt-skip-threshold-not-reached", "padded", skip_above=100.0, skip_reached=False),
         Case("distopt-force-all-reduce", "padded", overlap=False, force_all_reduce=True, grad_sync_only=True,
              steps=1),
         Case("distopt-2-instances-of-2-force-all-reduce", "padded", instances=2, overlap=False,

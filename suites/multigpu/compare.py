@@ -1,10 +1,15 @@
-"""Comparing tensors across implementations: bitwise where achievable, documented tolerances elsewhere.
+"""Comparing tensors across implementations: bitwise where achievable, bounds derived from the arithmetic elsewhere.
 
-Tolerances (docs/rules.md, section 3): fp32 at world size > 2 or after a norm
-reduction, rtol 1.3e-6 / atol 1e-5; bf16, 1.6e-2 both.
+Against torch DDP (docs/rules.md, section 3): bitwise at world size 2 in
+fp32; fp32 at world size > 2 or after a norm reduction, rtol 1.3e-6 / atol
+1e-5; bf16, 1.6e-2 both. Against the single-process oracle, every bound is
+derived from the composition (``Arithmetic``, docs/rules.md, section 7).
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 
@@ -56,3 +61,66 @@ def agreed(ctx, check) -> None:
     if failed:
         rank, msg = failed[0]
         raise AssertionError(f"rank {rank} failed this comparison: {msg}")
+
+
+UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8}
+"""Half the spacing of the dtype's numbers near 1: the most one rounding moves a value, relative to it."""
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """What rounds between each rank's microbatch grads and what a composition compares, and so how far a correct
+    implementation may lie from the oracle (docs/rules.md, section 7)."""
+
+    reduced_in: torch.dtype
+    """The dtype grads are added up and reduced in: fp32, or bf16 with bf16 params whose grads are not fp32."""
+    params_in: torch.dtype
+    roundings: int
+    """Roundings along one element's longest chain: the microbatch additions, the scaling, the sum over the ranks
+    (each addition), a division (AVG, tokens) and the cast back."""
+
+    @classmethod
+    def of(cls, case, world_size: int) -> "Arithmetic":
+        reduced = torch.float32 if not case.bf16 or case.fp32_grads else torch.bfloat16
+        return cls(reduced, case.dtype, case.microbatches + world_size + 2)
+
+    def grad_bound(self, magnitude: torch.Tensor) -> torch.Tensor:
+        """The most a correct reduced element may differ from the oracle's, both computed from the same params:
+        each rounding of either chain moves the running sum by at most its unit roundoff times the sum of the
+        magnitudes added so far (the oracle adds in fp32)."""
+        return self.roundings * (UNIT_ROUNDOFF[self.reduced_in] + UNIT_ROUNDOFF[torch.float32]) * magnitude
+
+    def param_bound(self, before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+        """The most a param may differ from the oracle's after one update both take from the same start, grads and
+        norm: the update's own arithmetic (the clip coefficient, the optimizer's roundings, at most ``UPDATE_ULPS``
+        of the largest update of the tensor), the addition to the param (one rounding of it) and, for a bf16 param,
+        one rounding of its fp32 master."""
+        u32 = UNIT_ROUNDOFF[torch.float32]
+        update = (after - before).abs().max()
+        return 2 * u32 * before.abs() + UPDATE_ULPS * u32 * update + 2 * UNIT_ROUNDOFF[self.params_in] * after.abs()
+
+
+UPDATE_ULPS = 16
+"""Roundings of an optimizer's update, in ulps of the largest update: Adam's moments (2 and 3), their bias
+corrections (2), the root, the epsilon, the division and the learning rate (4), and the clip coefficient's and the
+grad's last bit (2), doubled for the two sides."""
+
+
+def norm_rounding(numel: int, tensors: int, world_size: int) -> float:
+    """Relative error of a norm an implementation computes in fp32: a pairwise sum of squares within each tensor
+    (log2 of its size roundings), then the tensors' sums added one by one, then over the ranks, then a root; twice,
+    for the oracle's."""
+    return 2 * (math.ceil(math.log2(max(numel, 2))) + tensors + world_size + 2) * UNIT_ROUNDOFF[torch.float32]
+
+
+def assert_within(got: torch.Tensor, want: torch.Tensor, bound: torch.Tensor, what: str) -> None:
+    """Element-wise ``|got - want| <= bound``; the message names the worst element and its bound."""
+    got, want, bound = (t.detach().double().cpu().reshape(-1) for t in (got, want, bound))
+    assert got.shape == want.shape, f"{what} shape: got {tuple(got.shape)}, but should be {tuple(want.shape)}"
+    excess = (got - want).abs() - bound
+    if excess.max() > 0:
+        i = int(excess.argmax())
+        raise AssertionError(
+            f"{what}: got {int((excess > 0).sum())} of {got.numel()} elements past the rounding bound; element {i} "
+            f"is {got[i].item():.9g}, but should be {want[i].item():.9g} within {bound[i].item():.3g} (derived from "
+            f"the arithmetic, docs/rules.md section 7)")

@@ -9,7 +9,7 @@ from .training import train_against_single_process, train_two_configs
 
 pytestmark = pytest.mark.requires("ddp")
 
-SINGLE = [c for c in CASES if not c.bf16]
+SINGLE = CASES
 PAIRS = [(c, BY_NAME[c.name.replace("allreduce", "distopt")]) for c in CASES
          if c.policy == "packed" and c.name.replace("allreduce", "distopt") in BY_NAME]
 

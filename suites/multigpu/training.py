@@ -26,8 +26,9 @@ from suites.impls.support import provides
 
 from . import moe
 from .cases import Case
-from .compare import agreed, assert_close, tolerance
+from .compare import Arithmetic, agreed, assert_close, assert_within, norm_rounding, tolerance
 from .models import batch, loss_fn, make_model, tokens_in
+from .oracle import GlobalBatch, Gradient
 
 
 def owned_grad_pairs(ddp, rank: int, expert_rank: int | None = None, everything: bool = False):
@@ -56,12 +57,6 @@ def local_model(case: Case, ctx) -> torch.nn.Module:
         return make_model(case.tied, case.dtype).to(ctx.device)
     ep_group, _ = moe.groups(case.moe, ctx.rank)
     return moe.TinyMoE(case.moe.experts_of(ctx.rank), ep_group).to(case.dtype).to(ctx.device)
-
-
-def single_process_model(case: Case, device) -> torch.nn.Module:
-    """The oracle trained on the global batch: the same model, holding every expert."""
-    model = moe.oracle_model() if case.moe else make_model(case.tied)
-    return model.to(case.dtype).to(device)
 
 
 def requires_instances(ctx, case: Case) -> None:
@@ -151,11 +146,16 @@ class UnderTest(Side):
         """(oracle's name, reduced grad elements this rank owns, their slice of the flattened param)."""
         if isinstance(self.ddp, MayBeUnreadable) and self.ddp.unreadable:
             pytest.skip(self.ddp.unreadable)  # the same on every rank, before any of them compares
-        topology, rank = self.case.moe, self.ctx.rank
-        expert_rank = topology.edp_ranks(rank).index(rank) if topology else None
-        shard_rank = rank % (self.ctx.world_size // self.case.instances)  # this rank's place in its instance
+        topology, rank, instances = self.case.moe, self.ctx.rank, self.case.instances
+        # A rank's shard is its place within its instance: consecutive size / instances ranks of the group.
+        shard_rank = rank % (self.ctx.world_size // instances)
+        expert_rank = topology.edp_ranks(rank).index(rank) % (topology.edp // instances) if topology else None
         pairs = owned_grad_pairs(self.ddp, shard_rank, expert_rank, self.case.force_all_reduce)
+        config, params = self.case.ddp_config(), dict(self.model.named_parameters())
         for name, got, where in pairs:
+            own = getattr(params.get(name), "main_grad", None)
+            if config.accumulates_in_fp32(name) and own is not None and own.dtype == torch.float32:
+                got = own.reshape(-1)[where]  # what the optimizer steps with: the sync copies the reduced values back
             yield (topology.global_name(name, rank) if topology else name), got, where
 
     def sync(self, local_tokens: int) -> None:
@@ -322,51 +322,138 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> int:
 
 
 def train_against_single_process(ctx, impl, case: Case) -> int:
-    """torch's own DDP test pattern: a model trained on every rank's data at once.
+    """torch's own DDP test pattern, one concern per check: a model trained on every rank's data at once.
 
-    Each step compares the reduced grads this rank owns, the zero count, the
-    clip norm and every param this rank holds; returns the steps compared.
+    Each step starts the oracle from the implementation's params and checks
+    the reduced grads every rank holds against the oracle's (within the bound
+    the arithmetic allows, ``compare.Arithmetic``), that they make up every
+    param once and agree where ranks hold the same elements, the zero count
+    and the grad norm against those grads and against the oracle's, that the
+    case meets the side of the clip and skip decisions it is named for, and
+    every param after the update the oracle takes from the same grads and
+    norm. Returns the steps compared.
     """
-    ours = UnderTest(case, ctx, impl)
-    local = single_process_model(case, ctx.device)
-    opt = case.make_torch_optimizer(list(local.parameters()))
-    oracle = dict(local.named_parameters())
-    tol = tolerance(False, case.bf16)
+    ours, oracle = UnderTest(case, ctx, impl), GlobalBatch(case, ctx)
+    arithmetic = Arithmetic.of(case, ctx.world_size)
+    numels = {name: p.numel() for name, p in oracle.params.items()}
     for step in range(case.steps):
         total = global_token_count(case, step, ctx.world_size)
         ours.sync(ours.backward(step, total))
-        for micro in range(case.microbatches):
-            loss = 0.0
-            for rank in range(ctx.world_size):
-                tokens, labels = (t.to(ctx.device) for t in batch(case.seed, step, micro, rank, case.num_tokens))
-                if case.num_tokens:
-                    loss = loss + loss_fn(local(tokens), labels, "sum") / total
-                else:
-                    loss = loss + loss_fn(local(tokens), labels) / ctx.world_size
-            loss.backward()
+        want = oracle.gradient(step, total)
+        bounds = {name: arithmetic.grad_bound(m) for name, m in want.magnitude.items()}
+        held, problems = whole_reduced_grads(ctx, ours, numels)
         zeros = ours.opt.count_zeros() if ours.full_step else None
-        agreed(ctx, lambda: _compare_with_oracle_grads(ctx, ours, oracle, tol, step, zeros))
+        agreed(ctx, lambda: check_reduced(ctx, ours, want, bounds, held, problems, zeros, step))
         norm = ours.step()
-        ours.settle_params(step)
-        their_norm = oracle_step(case, local, opt)
-        opt.zero_grad(set_to_none=True)
+        before = oracle.update(held, norm)
+        logits = ours.settle_params(step)
         ours.zero_grad()
         params = ours.params()
-        agreed(ctx, lambda: _compare_with_oracle_update(ctx, case, params, oracle, tol, step, norm, their_norm))
+        agreed(ctx, lambda: check_update(ctx, case, norm, held, want, bounds, step))
+        agreed(ctx, lambda: check_params(ctx, case, arithmetic, params, oracle, before, logits, step))
+        oracle.follow(everyones_params(ctx, params))
     return case.steps
 
 
-def _compare_with_oracle_grads(ctx, ours: UnderTest, oracle, tol, step: int, zeros: int | None) -> None:
-    compare_grads(ctx, ours, oracle, tol, step)
-    if zeros is not None:
-        want = sum(int((p.grad == 0).sum()) for p in oracle.values())
-        assert zeros == want, f"step {step} zero grad elements: got {zeros}, but should be {want} (single process)"
+def everyones_params(ctx, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Every param of the model from the ranks holding it (experts live on some ranks only), gathered over the
+    control group; a param several ranks hold is taken from the first (the checks found them equal)."""
+    everyone: list = [None] * ctx.world_size
+    mine = {name: p.detach().cpu().clone() for name, p in params.items()}
+    torch.distributed.all_gather_object(everyone, mine, group=ctx.control_group)
+    merged: dict[str, torch.Tensor] = {}
+    for theirs in everyone:
+        for name, p in theirs.items():
+            merged.setdefault(name, p.to(ctx.device))
+    return merged
 
 
-def _compare_with_oracle_update(ctx, case: Case, ours: dict, oracle, tol, step: int, norm, their_norm) -> None:
-    compare_norm(case, step, norm, their_norm, "single process")
-    for name, param in ours.items():
-        assert_close(param, oracle[name], tol, f"step {step} rank {ctx.rank} param {name} (vs single process)")
+def whole_reduced_grads(ctx, ours: UnderTest, numels: dict[str, int]) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Every param's reduced grad put together from the elements each rank holds (gathered over the control
+    group, the same on every rank), and what is wrong with them: elements no rank holds, elements two ranks hold
+    differently (replicas of a reduction hold the same bits)."""
+    mine = [(name, where.start, got.detach().float().cpu().reshape(-1).clone()) for name, got, where in ours.reduced_grads()]
+    everyone: list = [None] * ctx.world_size
+    torch.distributed.all_gather_object(everyone, mine, group=ctx.control_group)
+    whole = {name: torch.zeros(numel) for name, numel in numels.items()}
+    held = {name: torch.zeros(numel, dtype=torch.bool) for name, numel in numels.items()}
+    problems = []
+    for rank, pieces in enumerate(everyone):
+        for name, start, values in pieces:
+            where = slice(start, start + values.numel())
+            seen = held[name][where]
+            before = whole[name][where][seen]
+            if seen.any() and not torch.equal(before, values[seen]):
+                problems.append(f"rank {rank} holds {int((before != values[seen]).sum())} elements of {name}'s reduced "
+                                "grad differently from a rank before it, but replicas of a reduction should hold the "
+                                "same values")
+            whole[name][where] = values
+            held[name][where] = True
+    problems += [f"{int((~h).sum())} of {h.numel()} elements of {name}'s reduced grad: held by no rank, but should be "
+                 "by at least one" for name, h in held.items() if not h.all()]
+    return whole, problems
+
+
+def check_reduced(ctx, ours: UnderTest, want: Gradient, bounds, held, problems, zeros: int | None, step: int) -> None:
+    """The grads this rank holds against the oracle's, the grads put together, and the zero count against both."""
+    assert not problems, f"step {step} reduced grads over the ranks:\n  " + "\n  ".join(problems)
+    for name, got, where in ours.reduced_grads():
+        assert_within(got, want.grads[name][where], bounds[name][where], f"step {step} rank {ctx.rank} grad of {name}")
+    if zeros is None:
+        return
+    own = sum(int((g == 0).sum()) for g in held.values())
+    assert zeros == own, (f"step {step} zero grad elements: got {zeros}, but should be {own}, the zeros of the reduced "
+                          "grads the ranks hold (each element once)")
+    certain = sum(int((m == 0).sum()) for m in want.magnitude.values())
+    unsure = sum(int(((m > 0) & (want.grads[n].abs() <= bounds[n])).sum()) for n, m in want.magnitude.items())
+    assert certain <= zeros <= certain + unsure, (
+        f"step {step} zero grad elements: got {zeros}, but should be {certain} (every added grad zero) plus at most "
+        f"{unsure} (within the rounding bound of zero) (single process)")
+
+
+def check_update(ctx, case: Case, norm: float | None, held, want: Gradient, bounds, step: int) -> None:
+    """The grad norm against the grads put together and the oracle's; the case on the side of each decision."""
+    if case.clip is None and case.skip_above is None:
+        return
+    assert norm is not None, f"step {step} grad norm: got None, but should be the norm (clipping or skipping by it)"
+    p, numel = case.norm_type, sum(g.numel() for g in held.values())
+    own, theirs = _norm(held.values(), p), _norm(want.grads.values(), p)
+    rounding = norm_rounding(numel, len(held), ctx.world_size)
+    assert abs(norm - own) <= rounding * own, (
+        f"step {step} grad norm: got {norm}, but should be {own} (the norm of the reduced grads the ranks hold, each "
+        f"element once) within {rounding:.2g} of it")
+    slack = _norm(bounds.values(), p) + rounding * theirs
+    assert abs(norm - theirs) <= slack, (
+        f"step {step} grad norm: got {norm}, but should be {theirs} within {slack:.3g} (single process)")
+    sides = [(name, value, reached) for name, value, reached in (
+        ("max_norm", case.clip, case.clip_reached), ("the skip threshold", case.skip_above, case.skip_reached))
+        if value is not None]
+    for name, value, above in sides:
+        side = "exceed" if above else "stay below"
+        assert (theirs - slack > value) if above else (theirs + slack < value), (
+            f"step {step} grad norm: got {theirs} (single process), but should clearly {side} {name} {value} for this "
+            "case to exercise that side of the decision")
+
+
+def _norm(tensors, p: float) -> float:
+    flat = torch.cat([t.double().reshape(-1) for t in tensors])
+    return float(flat.abs().max()) if math.isinf(p) else float(flat.norm(p))
+
+
+def check_params(ctx, case: Case, arithmetic: Arithmetic, params: dict, oracle: GlobalBatch, before: dict, logits,
+                 step: int) -> None:
+    """Every param after the step against the oracle's update from the same start, grads and norm; with overlapped
+    gathers, the forward after the step against the oracle's."""
+    for name, param in params.items():
+        want = oracle.params[name]
+        bound = arithmetic.param_bound(before[name], oracle.masters[name])
+        assert_within(param, want, bound.reshape(want.shape), f"step {step} rank {ctx.rank} param {name} (vs single "
+                      "process, from the same params, grads and norm)")
+    if logits is not None:  # the forward must have waited for the all-gather
+        with torch.no_grad():
+            want = oracle.model(batch(case.seed, step, 0, ctx.rank)[0].to(ctx.device))
+        assert_close(logits, want, tolerance(False, case.bf16),
+                     f"step {step} rank {ctx.rank} logits of the forward after the step (vs single process)")
 
 
 def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> None:

@@ -1,0 +1,191 @@
+"""Covering arrays over the configuration space: every pair (or triple) of axis values the rules allow, in few cases.
+
+The sets are generated once by covertable (which takes the rules as
+constraints) and kept in ``compositions.json``, so every machine runs the
+same cases whatever the library's version; ``python -m
+suites.multigpu.covering --write`` regenerates them after the axes or the
+rules change, and the suite refuses a file written for another space.
+Coverage is counted here independently of the generator: the interactions
+the rules allow (those some valid composition contains) against those the
+rows contain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from datamodel import doc
+
+from .space import AXES, RULES, Composition, Rule, extendable, parse, spell, violated
+
+FILE = Path(__file__).with_name("compositions.json")
+STRENGTHS = {2: "pairwise", 3: "triples"}
+OPTIMIZE_MS = 20_000
+"""Simulated annealing after covertable's greedy pass: 27 pairwise rows became 24 in 20 s (triples: 130, unchanged
+in 60 s, so they are not annealed)."""
+
+Interaction = tuple[tuple[str, str], ...]
+"""(axis, label) pairs, in axis order."""
+
+
+def fingerprint() -> str:
+    """What the stored sets depend on: the axes' names and labels, and the rules."""
+    described = [(a.name, a.labels) for a in AXES] + [(r.name, r.describe()) for r in RULES]
+    return hashlib.sha256(repr(described).encode()).hexdigest()[:16]
+
+
+@cache
+def allowed(strength: int) -> frozenset[Interaction]:
+    """Every ``strength``-wise combination of axis values that some composition the rules allow contains."""
+    out = set()
+    for axes in itertools.combinations(AXES, strength):
+        for labels in itertools.product(*(a.labels for a in axes)):
+            combo = tuple((a.name, label) for a, label in zip(axes, labels))
+            if extendable(dict(combo)):
+                out.add(combo)
+    return frozenset(out)
+
+
+def interactions(rows: Iterable[Composition], strength: int) -> set[Interaction]:
+    """The ``strength``-wise combinations the rows contain."""
+    out = set()
+    for row in rows:
+        out.update(itertools.combinations(tuple((a.name, row[a.name]) for a in AXES), strength))
+    return out
+
+
+def blame(combo: Interaction) -> tuple[str, ...]:
+    """The rules that remove a combination: those it breaks by itself, else those without any one of which it
+    would be allowed."""
+    labels = dict(combo)
+    direct = tuple(r.name for r in violated(labels))
+    if direct:
+        return direct
+    return tuple(r.name for r in RULES if _extendable_without(labels, r))
+
+
+def _extendable_without(labels: Mapping[str, str], dropped: Rule) -> bool:
+    free = [a for a in AXES if a.name not in labels]
+    if any(r.holds(labels) is False for r in RULES if r is not dropped):
+        return False
+    if not free:
+        return True
+    rest = dict(labels)
+    for label in free[0].labels:
+        rest[free[0].name] = label
+        if _extendable_without(rest, dropped):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Removal:
+    rules: tuple[str, ...] = doc("the rules that remove these combinations (together, where several)")
+    count: int = doc("how many combinations of axis values they remove")
+    example: str = doc("one of them, as axis=value pairs")
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of the space a set of compositions covers: each allowed combination of ``strength`` axis values in
+    at least one case, and what the rules took away."""
+
+    name: str = doc("the set: pairwise (every pair of values, run in CI) or triples (every three, run nightly)")
+    strength: int = doc("how many axes a combination spans")
+    cases: int = doc("compositions in the set")
+    covered: int = doc("allowed combinations some case contains")
+    allowed: int = doc("combinations some composition the rules allow contains")
+    total: int = doc("combinations of values over every choice of axes, allowed or not")
+    removed: tuple[Removal, ...] = doc("combinations the rules remove, grouped by the rules that remove them")
+
+    @property
+    def complete(self) -> bool:
+        return self.covered == self.allowed
+
+
+def coverage(name: str, rows: Sequence[Composition], strength: int, with_removals: bool = True) -> Coverage:
+    permitted = allowed(strength)
+    total = sum(len(list(itertools.product(*(a.labels for a in axes))))
+                for axes in itertools.combinations(AXES, strength))
+    removed: dict[tuple[str, ...], list[Interaction]] = {}
+    if with_removals:
+        for axes in itertools.combinations(AXES, strength):
+            for labels in itertools.product(*(a.labels for a in axes)):
+                combo = tuple((a.name, label) for a, label in zip(axes, labels))
+                if combo not in permitted:
+                    removed.setdefault(blame(combo), []).append(combo)
+    return Coverage(name, strength, len(rows), len(interactions(rows, strength) & permitted), len(permitted), total,
+                    tuple(Removal(rules, len(combos), ",".join(f"{a}={v}" for a, v in combos[0]))
+                          for rules, combos in sorted(removed.items(), key=lambda kv: -len(kv[1]))))
+
+
+@cache
+def stored() -> dict:
+    if not FILE.exists():
+        raise FileNotFoundError(f"{FILE}: missing; write it with python -m suites.multigpu.covering --write")
+    data = json.loads(FILE.read_text())
+    if data.get("space") != fingerprint():
+        raise ValueError(f"{FILE.name}: got sets written for space {data.get('space')}, but should be for "
+                         f"{fingerprint()} (the axes or the rules changed since): regenerate them with "
+                         "python -m suites.multigpu.covering --write")
+    return data
+
+
+def rows(name: str) -> list[dict[str, str]]:
+    """The stored set ``name`` (``pairwise`` or ``triples``), each composition with every axis labelled."""
+    return [parse(text) for text in stored()[name]]
+
+
+def generate(strength: int, optimize_ms: int = 0) -> list[dict[str, str]]:
+    """A covering array of the given strength under the rules, by covertable (greedy, then annealed)."""
+    import covertable
+
+    factors = {a.name: list(a.labels) for a in AXES}
+    constraints = [{"operator": "fn", "requires": list(r.axes),
+                    "evaluate": lambda row, rule=r: rule.holds(row) is not False} for r in RULES]
+    controller = covertable.Controller(factors, strength=strength, constraints=constraints)
+    made = controller.make()
+    if optimize_ms:
+        made = controller.optimize(made, tuning={"budget_ms": optimize_ms})
+    return sorted((dict(row) for row in made), key=lambda row: (len(spell(row).split(",")), spell(row)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m suites.multigpu.covering",
+                                     description="Show (or regenerate) the covering arrays the multi-rank suite runs.")
+    parser.add_argument("--write", action="store_true", help=f"regenerate {FILE.name} with covertable")
+    args = parser.parse_args(argv)
+    if args.write:
+        sets = {}
+        for strength, name in STRENGTHS.items():
+            start = time.monotonic()
+            made = generate(strength, OPTIMIZE_MS if strength == 2 else 0)
+            print(f"{name}: {len(made)} compositions in {time.monotonic() - start:.1f} s")
+            sets[name] = [spell(row) for row in made]
+        FILE.write_text(json.dumps({"space": fingerprint(), "generator": _generator(), **sets}, indent=1) + "\n")
+        stored.cache_clear()
+    for strength, name in STRENGTHS.items():
+        c = coverage(name, rows(name), strength)
+        print(f"{name}: {c.cases} compositions cover {c.covered} of {c.allowed} allowed combinations of {strength} "
+              f"values ({c.total} in all; the rules remove {c.total - c.allowed})")
+        for r in c.removed:
+            print(f"  {r.count:5d} removed by {' + '.join(r.rules)}   e.g. {r.example}")
+    return 0
+
+
+def _generator() -> str:
+    from importlib.metadata import version
+
+    return f"covertable {version('covertable')}: greedy, then pairwise annealed for {OPTIMIZE_MS // 1000} s"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

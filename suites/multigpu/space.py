@@ -1,0 +1,279 @@
+"""The configuration space the multi-rank cases are drawn from: axes, their values, and the rules between them.
+
+Bugs of bucketed data parallelism live where features meet (a one-rank
+group with microbatches, bf16 experts with clipping), so the cases are
+generated as compositions of these axes rather than picked one axis at a
+time (``compositions``: every pair of values, searched further by
+``explore``). Each axis lists its values with the base first: a composition
+names only the axes it moves away from the base, which is its id and its
+``--case`` spelling (``world=1,policy=padded,microbatches=2``).
+
+The values of an axis reach both sides of every decision it feeds (a
+threshold below and above what it is compared with, a factor that is 1 in one
+setting and not in another), or a pair that meets could still hide its bug.
+
+A ``Rule`` says which combinations mean nothing or cannot run, and why: it
+hides them from every implementation. What one implementation does not
+support is never a rule: its cases skip with the reason
+(``Case.unsupported_by``, ``support.why_not``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .cases import MID, TINY, Case
+from .moe import Topology
+
+CLIP = {"l2": 0.05, "inf": 2e-3}
+"""max_norm of a clip that every step's norm exceeds: the L2 and inf norms of this suite's models stay above 0.43
+and 0.049 (fp32 and bf16, dense and experts, 1 to 4 ranks, 1 to 3 microbatches, mean and per-token losses)."""
+NOT_REACHED = 100.0
+"""A max_norm (and a skip threshold) no step's norm reaches (at most 17.5 measured)."""
+SKIP_EVERY_STEP = 0.01
+"""A skip threshold below every norm of either kind."""
+BETWEEN = 3.0
+"""A skip threshold of ``BETWEEN`` times the clip's max_norm lies between the clipped norm (max_norm) and the norm
+before clipping, for either norm: a skip decided on the wrong one of them shows."""
+DISTRIBUTED = ("padded", "high-busbw", "shard-aligned")
+
+
+@dataclass(frozen=True)
+class Value:
+    """One value of an axis: its label, and the ``Case`` fields it sets (``derive``: fields that depend on what
+    the other axes set)."""
+
+    label: str
+    changes: Mapping[str, object] = field(default_factory=dict)
+    derive: Callable[[Case], dict] | None = None
+
+    def apply(self, case: Case) -> Case:
+        case = dataclasses.replace(case, **self.changes)
+        return dataclasses.replace(case, **self.derive(case)) if self.derive else case
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    values: tuple[Value, ...]
+    """The base first."""
+    feeds: str
+    """The decision the axis feeds, and why its values reach both sides of it."""
+
+    @property
+    def base(self) -> str:
+        return self.values[0].label
+
+    @cached_property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(v.label for v in self.values)
+
+    def value(self, label: str) -> Value:
+        return self.values[self.labels.index(label)]
+
+
+def _flag(name: str, off: str, on: str, feeds: str, **on_changes) -> Axis:
+    return Axis(name, (Value(off), Value(on, on_changes)), feeds)
+
+
+def _experts(ep: int) -> Value:
+    return Value(f"ep{ep}", derive=lambda case: dict(moe=Topology(ep, case.world // ep)))
+
+
+AXES: tuple[Axis, ...] = (
+    Axis("world", tuple(Value(str(n), dict(world=n)) for n in (2, 1, 3, 4)),
+         "how many ranks reduce: a one-rank group issues no collective; at two ranks gloo's fp32 sum is exact, at "
+         "three and four its order shows; four holds two instances or two expert replicas of two"),
+    Axis("policy", tuple(Value(p, dict(policy=p)) for p in ("packed", *DISTRIBUTED)),
+         "all-reduce (packed) or a distributed optimizer, padded to each policy's divisor"),
+    _flag("overlap", "on", "off", "whether buckets launch from backward hooks or at finish_grad_sync", overlap=False),
+    Axis("bucket", (Value("tiny", dict(bucket_size=TINY)), Value("mid", dict(bucket_size=MID)),
+                    Value("one", dict(bucket_size=None))),
+         "many buckets (100 elements: most params close one), a few (1000), or one per buffer"),
+    _flag("average", "sum", "avg-in-collective", "a 1/dp factor before a SUM, or 1 before an AVG",
+          average_in_collective=True),
+    Axis("microbatches", tuple(Value(str(n), dict(microbatches=n)) for n in (1, 2, 3)),
+         "no_sync: a last microbatch alone, a first and a last, and one in the middle too"),
+    Axis("precision", (Value("fp32"), Value("bf16-fp32-grads", dict(bf16=True)),
+                       Value("bf16", dict(bf16=True, fp32_grads=False))),
+         "param and grad dtypes: fp32; bf16 params reduced in fp32; bf16 throughout"),
+    _flag("tied", "off", "on", "a shared embedding, which closes a bucket of its own and counts once", tied=True),
+    Axis("clip", (Value("none"), Value("l2", dict(clip=CLIP["l2"])),
+                  Value("l2-not-reached", dict(clip=NOT_REACHED, clip_reached=False)),
+                  Value("inf", dict(clip=CLIP["inf"], norm_type=float("inf")))),
+         "the clip coefficient below 1 (grads scaled) or not, for the L2 and the inf norm"),
+    _flag("param-gather", "serial", "overlapped", "params all-gathered in the step or with the next forward",
+          overlap_param_gather=True),
+    _flag("loss", "mean", "per-token", "grads summed and divided by the tokens over every rank (num_tokens)",
+          num_tokens=True),
+    _flag("optimizer", "sgd", "adam", "an update linear in the grad (SGD with momentum) or normalised (Adam)",
+          optimizer="adam"),
+    Axis("bucket-groups", (Value("1"), Value("2", dict(buckets_per_group=2))),
+         "buckets launched one by one, or two at a time once both are complete"),
+    Axis("experts", (Value("dense"), _experts(1), _experts(2)),
+         "a dense model, or a mixture of experts replicated over every rank (ep 1) or split over two (ep 2), "
+         "reduced over the expert-data-parallel group of world / ep ranks"),
+    Axis("instances", (Value("1"), Value("2", dict(instances=2))),
+         "distributed-optimizer instances: shards within an instance, then reduced across"),
+    _flag("fp32-reduce-scatter", "off", "on", "bf16 grads summed over the ranks in fp32, rounded once",
+          fp32_reduce_scatter=True),
+    Axis("fp32-local", (Value("none"), Value("all", dict(fp32_local=("all",))),
+                        Value("weights", dict(fp32_local=("*.weight",)))),
+         "params accumulating microbatches in an fp32 main_grad of their own: none, every one, or some"),
+    Axis("skip", (Value("none"), Value("every-step", dict(skip_above=SKIP_EVERY_STEP)),
+                  Value("between", derive=lambda case: dict(skip_above=BETWEEN * case.clip)),
+                  Value("never", dict(skip_above=NOT_REACHED, skip_reached=False))),
+         "a step skipped when its norm before clipping exceeds the threshold: below every norm, between the "
+         "clipped norm and the norm before clipping, above every norm"),
+    _flag("force-all-reduce", "off", "on", "finish_grad_sync(force_all_reduce=True): every rank holds every grad",
+          force_all_reduce=True),
+)
+BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
+BASE: dict[str, str] = {a.name: a.base for a in AXES}
+
+Composition = Mapping[str, str]
+"""A label for some or all axes, by axis name."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Where every axis of ``when`` takes one of its labels, every axis of ``then`` must take one of its labels."""
+
+    name: str
+    when: Mapping[str, frozenset[str]]
+    then: Mapping[str, frozenset[str]]
+    why: str
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return (*self.when, *(a for a in self.then if a not in self.when))
+
+    def holds(self, labels: Composition) -> bool | None:
+        """True or False, or None while an axis it reads has no label yet."""
+        for axis, allowed in self.when.items():
+            if axis in labels and labels[axis] not in allowed:
+                return True
+        if any(axis not in labels for axis in self.when):
+            return None
+        verdicts = [labels[axis] in allowed if axis in labels else None for axis, allowed in self.then.items()]
+        if False in verdicts:
+            return False
+        return None if None in verdicts else True
+
+    def describe(self) -> str:
+        def side(part: Mapping[str, frozenset[str]]) -> str:
+            return " and ".join(f"{a}={'|'.join(l for l in BY_NAME[a].labels if l in s)}" for a, s in part.items())
+        return f"{side(self.when)} needs {side(self.then)}"
+
+
+def _rule(name: str, when: dict[str, tuple[str, ...] | str], then: dict[str, tuple[str, ...] | str], why: str) -> Rule:
+    def sets(part: dict) -> dict[str, frozenset[str]]:
+        return {a: frozenset((v,) if isinstance(v, str) else v) for a, v in part.items()}
+    return Rule(name, sets(when), sets(then), why)
+
+
+ON, NOT_PACKED = "on", DISTRIBUTED
+RULES: tuple[Rule, ...] = (
+    _rule("one bucket without overlap", {"overlap": "off"}, {"bucket": "one"},
+          "without overlap every buffer is one bucket whatever the bucket size (docs/rules.md, section 1)"),
+    _rule("groups of buckets need buckets", {"bucket-groups": "2"}, {"bucket": ("tiny", "mid")},
+          "one bucket per buffer forms no group of two"),
+    _rule("no shards to gather", {"param-gather": "overlapped"}, {"policy": NOT_PACKED},
+          "only a distributed optimizer all-gathers params"),
+    _rule("instances shard", {"instances": "2"}, {"policy": NOT_PACKED},
+          "distributed-optimizer instances need a distributed optimizer"),
+    _rule("instances divide the ranks", {"instances": "2"}, {"world": ("2", "4")},
+          "each instance is world / 2 consecutive ranks"),
+    _rule("instances divide the expert replicas", {"instances": "2", "experts": "ep2"}, {"world": "4"},
+          "instances divide the expert-data-parallel size too: world / 2 replicas at ep 2"),
+    _rule("experts split over two", {"experts": "ep2"}, {"world": ("2", "4")}, "ep 2 divides the ranks"),
+    _rule("experts have no tied head", {"experts": ("ep1", "ep2")}, {"tied": "off"},
+          "the mixture-of-experts model has an output head of its own"),
+    _rule("no average of per-token sums", {"loss": "per-token"}, {"average": "sum"},
+          "per-token losses are summed over ranks and divided by the token count (DDPConfig refuses both)"),
+    _rule("fp32 sums of bf16 grads", {"fp32-reduce-scatter": ON}, {"precision": "bf16"},
+          "with fp32 grads (or params) the sums are fp32 already"),
+    _rule("fp32 sums reduce-scatter", {"fp32-reduce-scatter": ON}, {"policy": NOT_PACKED},
+          "only a distributed optimizer reduce-scatters"),
+    _rule("fp32 sums are sums", {"fp32-reduce-scatter": ON}, {"average": "sum", "instances": "1"},
+          "the fp32 all-to-all sums (SUM only) within one group (docs/rules.md, section 6)"),
+    _rule("fp32 local accumulation of bf16 grads", {"fp32-local": ("all", "weights")}, {"precision": "bf16"},
+          "fp32 params or grad_reduce_in_fp32 accumulate in fp32 already (DDPConfig refuses the latter)"),
+    _rule("between needs a clip that is reached", {"skip": "between"}, {"clip": ("l2", "inf")},
+          "a threshold between the clipped norm and the norm before clipping"),
+    _rule("a forced all-reduce replaces shards", {"force-all-reduce": ON}, {"policy": NOT_PACKED},
+          "an all-reduce policy all-reduces already"),
+    _rule("a forced all-reduce at finish", {"force-all-reduce": ON}, {"overlap": "off"},
+          "with overlap, buckets launched during backward keep their reduce-scatter: which grads a rank holds "
+          "depends on timing"),
+    _rule("a forced all-reduce, then no finalize", {"force-all-reduce": ON}, {"loss": "mean"},
+          "the forced all-reduce is finish_grad_sync's, which divides by no token count"),
+)
+RULES_BY_NAME = {r.name: r for r in RULES}
+
+
+def violated(labels: Composition) -> list[Rule]:
+    return [r for r in RULES if r.holds(labels) is False]
+
+
+def extendable(labels: Composition) -> bool:
+    """Whether ``labels`` (some axes) can be completed into a composition every rule allows."""
+    if violated(labels):
+        return False
+    free = [a for a in AXES if a.name not in labels]
+    if not free:
+        return True
+    axis, rest = free[0], dict(labels)
+    for label in axis.labels:
+        rest[axis.name] = label
+        if extendable(rest):
+            return True
+    return False
+
+
+def check(labels: Composition) -> None:
+    """Raise ``ValueError`` naming the axis, the value and what is valid, or the rule a composition breaks."""
+    for name, label in labels.items():
+        if name not in BY_NAME:
+            raise ValueError(f"axis: got {name!r}, but should be one of {', '.join(BY_NAME)}")
+        if label not in BY_NAME[name].labels:
+            raise ValueError(f"{name}: got {label!r}, but should be one of {', '.join(BY_NAME[name].labels)}")
+    broken = violated({**BASE, **labels})
+    if broken:
+        raise ValueError("; ".join(f"{spell(labels)}: {r.describe()} ({r.why})" for r in broken))
+
+
+def moved(labels: Composition) -> dict[str, str]:
+    """The axes ``labels`` moves away from the base, in axis order."""
+    return {a.name: labels[a.name] for a in AXES if labels.get(a.name, a.base) != a.base}
+
+
+def spell(labels: Composition) -> str:
+    """The id and ``--case`` spelling: the moved axes as ``axis=value``, comma-separated; ``base`` for none."""
+    return ",".join(f"{a}={v}" for a, v in moved(labels).items()) or "base"
+
+
+def parse(text: str) -> dict[str, str]:
+    """A ``--case`` spelling back into labels (every axis), checked against the axes and the rules."""
+    labels: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if part == "base":
+            continue
+        name, eq, label = part.partition("=")
+        if not eq:
+            raise ValueError(f"--case: got {part!r}, but should be axis=value (or base), e.g. world=1,microbatches=2")
+        labels[name.strip()] = label.strip()
+    check(labels)
+    return {**BASE, **labels}
+
+
+def case_of(labels: Composition, steps: int = 3) -> Case:
+    """The ``Case`` a composition trains, named by its spelling."""
+    full = {**BASE, **labels}
+    case = Case(spell(full), steps=steps)
+    for axis in AXES:  # world before experts: a topology's replicas follow the world
+        case = axis.value(full[axis.name]).apply(case)
+    return case
