@@ -124,7 +124,7 @@ class ReferenceOptimizer:
             norm = grad_norm(self.grads_for_norm(), self.norm_type, self.ddp.group, self.device)
         if self.max_grad_norm is not None:
             clip_by_total_norm([s.main.grad for s in self.slots], self.max_grad_norm, norm)
-        self.skipped = self.skip_threshold is not None and norm > self.skip_threshold
+        self.skipped = self.skips(norm)
         if not self.skipped:
             self.optimizer.step()
         for slot in self.slots:
@@ -139,6 +139,10 @@ class ReferenceOptimizer:
             if not self.ddp.config.overlap_param_gather:
                 self.ddp.finish_param_sync()
         return norm
+
+    def skips(self, norm: float | None) -> bool:
+        """Whether a step whose grad norm, taken before clipping, is ``norm`` is skipped."""
+        return self.skip_threshold is not None and norm > self.skip_threshold
 
     def zero_grad(self) -> None:
         self.ddp.zero_grad_buffer()

@@ -1,6 +1,8 @@
 """The multigpu suite: its tests get the harness's options and the ``ranks`` fixture, the compositions to run
-(``--compositions``, ``--case``), and known faults below the implementations marked where a case meets them
-(``known_issues``)."""
+(``--compositions``, ``--case``), the search past them (``--explore``), and known faults below the
+implementations marked where a case meets them (``known_issues``)."""
+
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,7 @@ from .cases import params
 from .known_issues import IMMUNE, avg_over_one_rank, nccl_version
 
 COMPOSED = "suites/multigpu/test_compositions.py::test_composition_trains_like_one_process"
+EXPLORE = "suites/multigpu/test_explore.py"
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -19,31 +22,65 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--compositions", choices=tuple(covering.STRENGTHS.values()), default="pairwise",
                     help="the covering array to run: every pair of axis values (default), or every three")
     group.addoption("--case", default=None, metavar="AXIS=VALUE,...",
-                    help="run this one composition only, e.g. 'world=1,microbatches=2' (the axes it moves from "
-                         "the base; a failure's reproduction line names it)")
+                    help="run this one composition only, e.g. 'world=1,microbatches=2' (the axes it moves from the "
+                         "base; steps=N trains N steps instead of 3): a finding's reproduction line names it")
+    group.addoption("--explore", type=int, default=None, metavar="N",
+                    help="run only the search: the triples covering array, then compositions hypothesis draws, N in "
+                         "all; each failure shrunk to the axes that must combine")
+    group.addoption("--explore-seconds", type=float, default=None, metavar="S",
+                    help="with --explore: stop drawing new compositions after S seconds")
+    group.addoption("--explore-db", default=".hypothesis/explore", metavar="DIR",
+                    help="with --explore: hypothesis' example database, which keeps every failure and tries it "
+                         "first next time (default .hypothesis/explore)")
+    group.addoption("--explore-report", default=None, metavar="PATH",
+                    help="with --explore: write what it ran and found to PATH as JSON")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    spelled = config.getoption("case")
+    spelled, explore = config.getoption("case"), config.getoption("explore")
+    if explore is not None and explore < 1:
+        raise pytest.UsageError(f"--explore: got {explore}, but should be a number of compositions of at least 1")
+    seconds = config.getoption("explore_seconds")
+    if seconds is not None and not seconds > 0:
+        raise pytest.UsageError(f"--explore-seconds: got {seconds:g}, but should be a positive number of seconds")
+    if explore is not None and spelled is not None:
+        raise pytest.UsageError("--case and --explore: got both, but should be one: --case runs one composition, "
+                                "--explore searches")
+    report = config.getoption("explore_report")
+    if report is not None and not Path(report).resolve().parent.is_dir():
+        raise pytest.UsageError(f"--explore-report: got {report!r}, but should be a file in a folder that exists")
     try:
-        config._ddpc_composition = space.parse(spelled) if spelled is not None else None
-        if spelled is None:
-            covering.rows(config.getoption("compositions"))  # a stale file is refused before anything runs
-    except (ValueError, FileNotFoundError) as exc:
-        raise pytest.UsageError(f"--case: {exc}" if spelled is not None and "--case" not in str(exc) else str(exc))
+        config._ddpc_composition = space.parse_case(spelled) if spelled is not None else None
+        covering.rows(config.getoption("compositions"))  # a stale file is refused before anything runs
+    except ValueError as exc:
+        raise pytest.UsageError(f"--case: {exc}" if spelled is not None and "compositions.json" not in str(exc)
+                                else str(exc)) from exc
+    except FileNotFoundError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.name == Path(EXPLORE).name and config.getoption("explore") is None:
+        return True  # the search runs when asked for, on its own
+    return None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "composition" not in metafunc.fixturenames:
         return
     one = metafunc.config._ddpc_composition
-    chosen = [one] if one is not None else covering.rows(metafunc.config.getoption("compositions"))
-    metafunc.parametrize("composition", params([space.case_of(labels) for labels in chosen]))
+    if one is not None:
+        labels, steps = one
+        cases = [space.case_of(labels, steps or 3)]
+    else:
+        cases = [space.case_of(labels) for labels in covering.rows(metafunc.config.getoption("compositions"))]
+    metafunc.parametrize("composition", params(cases))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config._ddpc_composition is not None:
-        kept = [item for item in items if item.nodeid.startswith(COMPOSED)]
+    only = COMPOSED if config._ddpc_composition is not None else EXPLORE if config.getoption("explore") else None
+    if only is not None:
+        kept = [item for item in items if item.nodeid.startswith(only)]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
     if config._ddpc_impl.name in IMMUNE:

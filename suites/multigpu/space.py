@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 from .cases import MID, TINY, Case
 from .moe import Topology
@@ -221,17 +221,25 @@ def violated(labels: Composition) -> list[Rule]:
 
 def extendable(labels: Composition) -> bool:
     """Whether ``labels`` (some axes) can be completed into a composition every rule allows."""
+    return _extendable(frozenset(labels.items()))
+
+
+@cache
+def _extendable(items: frozenset[tuple[str, str]]) -> bool:
+    labels = dict(items)
     if violated(labels):
         return False
-    free = [a for a in AXES if a.name not in labels]
-    if not free:
-        return True
-    axis, rest = free[0], dict(labels)
-    for label in axis.labels:
-        rest[axis.name] = label
-        if extendable(rest):
-            return True
-    return False
+    free = next((a for a in AXES if a.name not in labels), None)
+    return free is None or any(_extendable(items | {(free.name, label)}) for label in free.labels)
+
+
+def complete(labels: Composition) -> dict[str, str]:
+    """``labels`` with every other axis at the first of its values (the base first) that the rules still allow."""
+    full = dict(labels)
+    for axis in AXES:
+        if axis.name not in full:
+            full[axis.name] = next((v for v in axis.labels if extendable({**full, axis.name: v})), axis.base)
+    return full
 
 
 def check(labels: Composition) -> None:
@@ -257,17 +265,31 @@ def spell(labels: Composition) -> str:
 
 
 def parse(text: str) -> dict[str, str]:
-    """A ``--case`` spelling back into labels (every axis), checked against the axes and the rules."""
+    """A composition's spelling back into labels (every axis), checked against the axes and the rules."""
+    labels, steps = parse_case(text)
+    if steps is not None:
+        raise ValueError(f"steps: got {steps} in {text!r}, but should be left out of a composition")
+    return labels
+
+
+def parse_case(text: str) -> tuple[dict[str, str], int | None]:
+    """What ``--case`` names: a composition, and optionally its steps (``steps=N``, at least 1)."""
     labels: dict[str, str] = {}
+    steps = None
     for part in filter(None, (p.strip() for p in text.split(","))):
         if part == "base":
             continue
-        name, eq, label = part.partition("=")
+        name, eq, label = (x.strip() for x in part.partition("="))
         if not eq:
-            raise ValueError(f"--case: got {part!r}, but should be axis=value (or base), e.g. world=1,microbatches=2")
-        labels[name.strip()] = label.strip()
+            raise ValueError(f"got {part!r}, but should be axis=value (or base), e.g. world=1,microbatches=2")
+        if name == "steps":
+            if not label.isdigit() or int(label) < 1:
+                raise ValueError(f"steps: got {label!r}, but should be a whole number of at least 1")
+            steps = int(label)
+            continue
+        labels[name] = label
     check(labels)
-    return {**BASE, **labels}
+    return {**BASE, **labels}, steps
 
 
 def case_of(labels: Composition, steps: int = 3) -> Case:

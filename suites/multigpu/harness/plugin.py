@@ -97,6 +97,26 @@ def backend_of(config: pytest.Config, world_size: int) -> str:
 
 
 @pytest.fixture
+def ranks_at(request: pytest.FixtureRequest):
+    """``ranks_at(n)``: ``n`` ranks, for a test that decides its world sizes as it runs; under torchrun only
+    torchrun's world size is there (``torchrun_world_size``)."""
+    settings = request.config.stash[_SETTINGS]
+
+    def at(world_size: int) -> Ranks:
+        if settings.mode == "torchrun" and world_size != settings.world_size:
+            raise ValueError(f"world size: got {world_size}, but torchrun started {settings.world_size} processes")
+        return Ranks(request.config.stash[_LAUNCHER], world_size)
+
+    return at
+
+
+def torchrun_world_size(config: pytest.Config) -> int | None:
+    """The world size torchrun started, or None under plain pytest (any world size can be spawned)."""
+    settings = config.stash[_SETTINGS]
+    return settings.world_size if settings.mode == "torchrun" else None
+
+
+@pytest.fixture
 def ranks(request: pytest.FixtureRequest) -> Ranks:
     """Runs a check on every rank: ``ranks.run(check, *args)``; ``ranks.world_size`` ranks."""
     settings = request.config.stash[_SETTINGS]

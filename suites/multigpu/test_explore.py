@@ -1,0 +1,56 @@
+"""The search past the covering arrays (``--explore N``, ``explore.py``): the triples, then hypothesis' draws.
+
+Collected only with ``--explore``; it fails with one line per finding, each
+the smallest composition that fails, and the command that reproduces it.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from datamodel import to_json
+from ranks.capacity import world_size_problem
+from suites.multigpu.harness.plugin import torchrun_world_size
+
+from . import covering
+from .explore import Budget, Explorer, Unsupported
+from .space import case_of, complete
+from .test_compositions import check_composition
+
+pytestmark = pytest.mark.requires("ddp")
+
+WORLDS = ("1", "2", "3", "4")
+
+
+def test_explore(pytestconfig, impl, ranks_at):
+    config = pytestconfig
+    fixed = torchrun_world_size(config)
+    worlds = (str(fixed),) if fixed else tuple(w for w in WORLDS if not world_size_problem(int(w), False, ""))
+
+    def supported(labels: dict[str, str]) -> bool:
+        return case_of(complete(labels)).unsupported_by(impl) is None
+
+    def run(labels: dict[str, str], steps: int) -> str | None:
+        case = case_of(labels, steps)
+        if case.unsupported_by(impl):
+            raise Unsupported(case.unsupported_by(impl))
+        try:
+            ranks_at(case.world).run(check_composition, case)
+        except pytest.skip.Exception as skipped:
+            raise Unsupported(str(skipped)) from None
+        except pytest.fail.Exception as failed:
+            return str(failed)
+        return None
+
+    spec = config.getoption("impl")
+    explorer = Explorer(run, impl.name, worlds, supported, config.getoption("explore_db"))
+    exploration = explorer.explore(covering.rows("triples"), Budget(config.getoption("explore"),
+                                                                    config.getoption("explore_seconds")))
+    report = config.getoption("explore_report")
+    if report:
+        Path(report).write_text(json.dumps(to_json(exploration), indent=1) + "\n")
+    lines = [f"{f.reproduce(spec)}\n    the axes that must combine: {f.axes()}; {f.message}"
+             for f in exploration.findings]
+    assert not lines, (f"{len(lines)} finding(s) in {exploration.triples} compositions of the triples and "
+                       f"{exploration.searched} drawn by hypothesis:\n" + "\n".join(lines))

@@ -1,0 +1,106 @@
+"""The search and the shrinking of ``suites/multigpu/explore.py``, over a stand-in for the ranks.
+
+The stand-in fails where three axes meet (any distributed policy, more than
+one microbatch, world size 1) and only from the second step on, as a bug
+that needs all of them would; the search must name those axes, all their
+failing values, the fewest steps, and nothing else. Against a stand-in that
+never fails it finds nothing and spends the budget it was given.
+"""
+
+import time
+
+import pytest
+
+from suites.multigpu import covering
+from suites.multigpu.explore import Budget, Explorer, Unsupported
+from suites.multigpu.space import BASE, check
+
+WORLDS = ("1", "2", "3", "4")
+
+
+def three_axes(labels, steps):
+    meets = labels["world"] == "1" and labels["policy"] != "packed" and labels["microbatches"] != "1"
+    return "AssertionError: step 1 grads doubled" if meets and steps >= 2 else None
+
+
+def never(labels, steps):
+    return None
+
+
+def explorer(run, tmp_path, supported=lambda labels: True):
+    return Explorer(run, "stand-in", WORLDS, supported, str(tmp_path / "db"))
+
+
+def test_a_three_axis_failure_is_shrunk_to_its_three_axes_and_every_failing_value(tmp_path):
+    exploration = explorer(three_axes, tmp_path).explore(covering.rows("triples"), Budget(200, None))
+    assert len(exploration.findings) == 1, f"findings: got {[f.composition for f in exploration.findings]}"
+    finding, = exploration.findings
+    assert finding.composition == "world=1,policy=padded,microbatches=2", finding
+    assert finding.values == {"world": ["1"], "policy": ["padded", "high-busbw", "shard-aligned"],
+                              "microbatches": ["2", "3"]}, finding.values
+    assert finding.steps == 2, f"steps: got {finding.steps}, but should be 2, the fewest that fail"
+    assert finding.reproduce("x") == "pytest suites/multigpu --impl x --case 'world=1,policy=padded,microbatches=2,steps=2'"
+    assert finding.message == "step 1 grads doubled"
+    check(dict(part.split("=") for part in finding.composition.split(",")))  # a composition --case accepts
+
+
+def test_the_search_alone_finds_and_shrinks_it_too(tmp_path):
+    exploration = explorer(three_axes, tmp_path).explore([], Budget(300, None))
+    assert [f.composition for f in exploration.findings] == ["world=1,policy=padded,microbatches=2"]
+    assert exploration.findings[0].found_by == "search" and exploration.triples == 0
+
+
+def test_compositions_holding_a_finding_are_not_run_again(tmp_path):
+    exploration = explorer(three_axes, tmp_path).explore(covering.rows("triples"), Budget(200, None))
+    holding = [row for row in covering.rows("triples") if exploration.findings[0].contains(row)]
+    assert exploration.explained == len(holding) - 1, (exploration.explained, len(holding))
+
+
+def test_the_database_replays_a_failure_first(tmp_path):
+    explorer(three_axes, tmp_path).explore([], Budget(300, None))
+    again = explorer(three_axes, tmp_path).explore([], Budget(1, None))
+    assert [f.composition for f in again.findings] == ["world=1,policy=padded,microbatches=2"], (
+        "a second search of one composition with the same database: got "
+        f"{[f.composition for f in again.findings]}, but should replay the failure found before")
+
+
+def test_nothing_found_spends_the_budget_and_says_so(tmp_path):
+    exploration = explorer(never, tmp_path).explore(covering.rows("triples"), Budget(150, None))
+    assert not exploration.findings
+    assert exploration.triples == 130 and exploration.searched == 20, exploration
+    assert exploration.stopped_by == "compositions"
+
+
+def test_a_time_budget_stops_the_search(tmp_path):
+    def slow(labels, steps):
+        time.sleep(0.05)
+
+    start = time.monotonic()
+    exploration = explorer(slow, tmp_path).explore(covering.rows("triples"), Budget(10_000, 1.0))
+    assert time.monotonic() - start < 10 and exploration.stopped_by == "time", exploration
+
+
+def test_compositions_an_implementation_cannot_run_are_counted_and_never_drawn(tmp_path):
+    def unsupported_padding(labels, steps):
+        if labels["policy"] != "packed":
+            raise Unsupported("no padding")
+
+    seen = []
+
+    def record(labels, steps):
+        seen.append(labels["policy"])
+        return unsupported_padding(labels, steps)
+
+    exploration = explorer(record, tmp_path, supported=lambda labels: labels["policy"] == "packed").explore(
+        covering.rows("triples"), Budget(200, None))
+    ran_in_search = seen[exploration.triples:]
+    assert exploration.unsupported > 0 and set(ran_in_search) == {"packed"}, (exploration.unsupported,
+                                                                                set(ran_in_search))
+
+
+@pytest.mark.parametrize("world", ["2"])
+def test_a_torchrun_world_size_bounds_every_composition(tmp_path, world):
+    worlds = []
+    Explorer(lambda labels, steps: worlds.append(labels["world"]), "stand-in", (world,), lambda labels: True,
+             None).explore(covering.rows("triples"), Budget(60, None))
+    assert set(worlds) == {world} and BASE["world"] == world
