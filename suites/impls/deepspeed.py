@@ -31,9 +31,10 @@ DeepSpeed 0.19.8 runs on CPU and gloo as shipped.
 
 Mapped: ``bucket_size`` → ``reduce_bucket_size`` and ``allgather_bucket_size``
 (elements in both; one bucket: the model's size), ``overlap_grad_reduce`` →
-``overlap_comm``, bf16 params → ``bf16.enabled``, ``grad_reduce_in_fp32`` →
-``communication_data_type`` fp32 (else bf16). Its table ``lacks`` names the rest,
-with what ZeRO does instead. ``gradient_accumulation_steps`` stays 1: the
+``overlap_comm``, bf16 params → ``bf16.enabled`` with ``communication_data_type``
+bf16. Its table ``lacks`` names the rest, with what ZeRO does instead; among
+them ``grad_reduce_in_fp32``: ``communication_data_type`` fp32 sums in fp32 but
+rounds the sums back into the bf16 grads. ``gradient_accumulation_steps`` stays 1: the
 suites sum microbatch grads (``no_sync``), where DeepSpeed's accumulation
 divides each microbatch by the step count.
 
@@ -96,6 +97,10 @@ def _common_lacks(stage: int) -> tuple[Lack, ...]:
              when=lambda n: n != 1),
         Lack("check_for_nan_in_grad", "ZeRO has no check naming a param with NaN grads (its overflow check "
                                       "serves fp16 loss scaling)"),
+        Lack("grad_reduce_in_fp32", "ZeRO's grads stay in the params' dtype: microbatches add up in the bf16 "
+                                    "param.grad, and communication_data_type fp32 sums in fp32 but copies the "
+                                    "sums back into the bf16 grads (deepspeed 0.19.8 runtime/zero/"
+                                    "stage_1_and_2.py:1511-1512), so no grad is ever fp32"),
     )
 
 
@@ -148,10 +153,17 @@ class DeepSpeedDDP(GradsInParamsDDP):
 
     def __call__(self, *args, **kwargs):
         engine = self.engine
+        with self.computing():
+            return engine(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def computing(self):
+        """DeepSpeed's substitutes in ``torch.nn.functional`` (ZeRO-3's linear), as in the engine's forward
+        (``protocol.ComputesWith``)."""
         torch_own = {name: getattr(torch.nn.functional, name) for name in self._substitutes}
         _set_functional(self._substitutes, self._substitutes)
         try:
-            return engine(*args, **kwargs)
+            yield
         finally:
             _set_functional(torch_own, self._substitutes)
 
@@ -277,8 +289,12 @@ class DeepSpeedImplementation(Declared):
                              "DeepSpeed reduces over its data-parallel group, here the whole world")
         return DeepSpeedDDP(self, module, config, group, agreement_group or group)
 
+    clip_norm_types = frozenset({2.0})
+    """DeepSpeed's gradient_clipping is the L2 norm only (deepspeed 0.19.8 runtime/zero/stage_1_and_2.py:2951 and
+    stage3.py:2579 call get_grad_norm_direct with its default norm_type=2, and no config sets another)."""
+
     def make_optimizer(self, ddp: DeepSpeedDDP, make_optimizer, max_grad_norm=None, norm_type=2.0):
-        if norm_type != 2.0:
+        if norm_type not in self.clip_norm_types:
             raise ValueError(f"norm_type: got {norm_type}, but DeepSpeed's gradient_clipping is the L2 norm (2.0)")
         return DeepSpeedOptimizer(ddp, make_optimizer, max_grad_norm)
 
@@ -308,7 +324,7 @@ class DeepSpeedImplementation(Declared):
               "zero_allow_untested_optimizer": True, "steps_per_print": 2**31 - 1}
         if any(p.dtype == torch.bfloat16 for p in module.parameters()):
             ds["bf16"] = {"enabled": True}
-            ds["communication_data_type"] = "fp32" if config.grad_reduce_in_fp32 else "bf16"
+            ds["communication_data_type"] = "bf16"
         if config.calculate_per_token_loss:
             ds["gradient_allreduce_op"] = "sum"
         ds["gradient_clipping"] = max_grad_norm or 0.0  # DeepSpeed's default is 1.0: clipping on

@@ -175,6 +175,10 @@ class FSDP2Implementation(Declared):
                 unit.set_gradient_divide_factor(1.0)
         return FSDP2DDP(module, records, group)
 
+    steps_in_param_dtype = True
+    """The torch optimizer steps the sharded params themselves: a bf16 param is updated in bf16, with no fp32
+    main copy (``protocol.StepsInParamDtype``)."""
+
     def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> FSDP2Optimizer:
         return FSDP2Optimizer(ddp, make_optimizer, max_grad_norm, norm_type)
 

@@ -179,6 +179,30 @@ class MayBeUnreadable(Protocol):
 
 
 @runtime_checkable
+class ClipsNormTypes(Protocol):
+    """An implementation whose clipping takes some norm types only (without this, every one: L2 and inf)."""
+
+    clip_norm_types: frozenset[float]
+
+
+@runtime_checkable
+class StepsInParamDtype(Protocol):
+    """An implementation whose optimizer steps each param in its own dtype, with no fp32 main copy of a bf16
+    param (FSDP2 without a mixed-precision policy); without this, bf16 params are stepped through fp32 main
+    params, as upstream's mixed-precision optimizer does. The suites' oracle then steps as it does."""
+
+    steps_in_param_dtype: bool
+
+
+@runtime_checkable
+class ComputesWith(Protocol):
+    """A handle that runs the model with substitutes of its own for torch's functions (ZeRO-3's linear), whose
+    rounding differs from torch's: an oracle computes the model within ``computing()`` to round as the ranks do."""
+
+    def computing(self) -> ContextManager[None]: ...
+
+
+@runtime_checkable
 class HasNoSync(Protocol):
     """A wrapper that can accumulate grads over microbatches without reducing them."""
 

@@ -16,6 +16,7 @@ import torch
 
 from reference.config import DDPConfig
 
+from suites.impls.protocol import ClipsNormTypes
 from suites.impls.support import provides, why_not
 
 from .moe import Topology
@@ -92,7 +93,12 @@ class Case:
 
     def unsupported_by(self, impl) -> str | None:
         """Why ``impl`` cannot run this case, or None (``support.why_not``, which the plugin asks)."""
-        reason = why_not(impl, self.ddp_config(), self.runtime_knobs())
+        reason = (why_not(impl, self.ddp_config(), self.runtime_knobs())
+                  or (why_not(impl, "expert") if self.moe else None))
+        if not reason and self.clip is not None and isinstance(impl, ClipsNormTypes) \
+                and self.norm_type not in impl.clip_norm_types:
+            reason = (f"{impl.name} clips by the {' or '.join(_norm_name(t) for t in sorted(impl.clip_norm_types))} "
+                      f"norm only; this case clips by the {_norm_name(self.norm_type)} norm")
         if reason or provides(impl, "optimizer"):
             return reason
         stepped = not self.grad_sync_only
@@ -118,6 +124,10 @@ class Case:
         if self.optimizer == "adam":
             return torch.optim.Adam(params, lr=1e-2)
         return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+
+
+def _norm_name(norm_type: float) -> str:
+    return "inf" if norm_type == float("inf") else f"L{norm_type:g}"
 
 
 def _matrix() -> list[Case]:

@@ -78,11 +78,15 @@ class Arithmetic:
     roundings: int
     """Roundings along one element's longest chain: the microbatch additions, the scaling, the sum over the ranks
     (each addition), a division (AVG, tokens) and the cast back."""
+    world_size: int
+    stepped_in: torch.dtype = torch.float32
+    """The dtype the optimizer's update is computed in: fp32 main params, or the params' own dtype."""
 
     @classmethod
-    def of(cls, case, world_size: int) -> "Arithmetic":
+    def of(cls, case, world_size: int, in_param_dtype: bool = False) -> "Arithmetic":
         reduced = torch.float32 if not case.bf16 or case.fp32_grads else torch.bfloat16
-        return cls(reduced, case.dtype, case.microbatches + world_size + 2)
+        return cls(reduced, case.dtype, case.microbatches + world_size + 2, world_size,
+                   case.dtype if in_param_dtype else torch.float32)
 
     def grad_bound(self, magnitude: torch.Tensor) -> torch.Tensor:
         """The most a correct reduced element may differ from the oracle's, both computed from the same params:
@@ -95,22 +99,24 @@ class Arithmetic:
         norm: the update's own arithmetic (the clip coefficient, the optimizer's roundings, at most ``UPDATE_ULPS``
         of the largest update of the tensor), the addition to the param (one rounding of it) and, for a bf16 param,
         one rounding of its fp32 master."""
-        u32 = UNIT_ROUNDOFF[torch.float32]
-        update = (after - before).abs().max()
-        return 2 * u32 * before.abs() + UPDATE_ULPS * u32 * update + 2 * UNIT_ROUNDOFF[self.params_in] * after.abs()
+        u = UNIT_ROUNDOFF[self.stepped_in]
+        update = (after.double() - before.double()).abs().max()
+        return 2 * u * before.abs() + UPDATE_ULPS * u * update + 2 * UNIT_ROUNDOFF[self.params_in] * after.abs()
+
+    def norm_rounding(self, numel: int, tensors: int) -> float:
+        """Relative error of a grad norm an implementation computes from these grads (docs/rules.md, section 7):
+        within each tensor a pairwise sum of squares in fp32 (log2 of its size roundings), then the tensors'
+        norms added one by one, then over the ranks, then a root, twice (the oracle's too); where the grads are
+        bf16, the tensors' norms and their sum may each be rounded to bf16 once more."""
+        u32, ugrad = UNIT_ROUNDOFF[torch.float32], UNIT_ROUNDOFF[self.reduced_in]
+        fp32 = 2 * (math.ceil(math.log2(max(numel, 2))) + tensors + self.world_size + 2) * u32
+        return fp32 if self.reduced_in == torch.float32 else fp32 + (3 + self.world_size) * ugrad
 
 
 UPDATE_ULPS = 16
 """Roundings of an optimizer's update, in ulps of the largest update: Adam's moments (2 and 3), their bias
 corrections (2), the root, the epsilon, the division and the learning rate (4), and the clip coefficient's and the
 grad's last bit (2), doubled for the two sides."""
-
-
-def norm_rounding(numel: int, tensors: int, world_size: int) -> float:
-    """Relative error of a norm an implementation computes in fp32: a pairwise sum of squares within each tensor
-    (log2 of its size roundings), then the tensors' sums added one by one, then over the ranks, then a root; twice,
-    for the oracle's."""
-    return 2 * (math.ceil(math.log2(max(numel, 2))) + tensors + world_size + 2) * UNIT_ROUNDOFF[torch.float32]
 
 
 def assert_within(got: torch.Tensor, want: torch.Tensor, bound: torch.Tensor, what: str) -> None:

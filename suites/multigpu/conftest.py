@@ -73,7 +73,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         labels, steps = one
         cases = [space.case_of(labels, steps or 3)]
     else:
-        cases = [space.case_of(labels) for labels in covering.rows(metafunc.config.getoption("compositions"))]
+        name = metafunc.config.getoption("compositions")
+        strength = next(n for n, label in covering.STRENGTHS.items() if label == name)
+        own = covering.for_implementation(space.supported_by(metafunc.config._ddpc_impl), strength)
+        cases = [space.case_of(labels) for labels in covering.rows(name) + own]
     metafunc.parametrize("composition", params(cases))
 
 

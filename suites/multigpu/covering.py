@@ -8,6 +8,12 @@ rules change, and the suite refuses a file written for another space.
 Coverage is counted here independently of the generator: the interactions
 the rules allow (those some valid composition contains) against those the
 rows contain.
+
+An implementation that lacks some of the axes' values skips the rows that
+use them, each with its reason, and would cover few pairs; it gets rows of
+its own besides (``for_implementation``): a covering array over the values
+it supports, generated as its session starts, so that every pair it can
+express meets too.
 """
 
 from __future__ import annotations
@@ -17,14 +23,14 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from datamodel import doc
 
-from .space import AXES, RULES, Composition, Rule, extendable, parse, spell, violated
+from .space import AXES, BASE, RULES, Composition, Rule, extendable, parse, spell, violated
 
 FILE = Path(__file__).with_name("compositions.json")
 STRENGTHS = {2: "pairwise", 3: "triples"}
@@ -144,18 +150,88 @@ def rows(name: str) -> list[dict[str, str]]:
     return [parse(text) for text in stored()[name]]
 
 
-def generate(strength: int, optimize_ms: int = 0) -> list[dict[str, str]]:
-    """A covering array of the given strength under the rules, by covertable (greedy, then annealed)."""
+Supported = Callable[[dict[str, str]], bool]
+"""Whether the implementation under test can run a composition (every axis labelled)."""
+
+
+def generate(strength: int, optimize_ms: int = 0, factors: dict[str, list[str]] | None = None,
+             exclude: Sequence[Interaction] = ()) -> list[dict[str, str]]:
+    """A covering array of the given strength under the rules, by covertable (greedy, then annealed), over
+    ``factors`` (default: every value of every axis), without the pairs in ``exclude``."""
     import covertable
 
-    factors = {a.name: list(a.labels) for a in AXES}
+    factors = factors or {a.name: list(a.labels) for a in AXES}
     constraints = [{"operator": "fn", "requires": list(r.axes),
                     "evaluate": lambda row, rule=r: rule.holds(row) is not False} for r in RULES]
+    constraints += [{"operator": "fn", "requires": [a for a, _ in pair],
+                     "evaluate": lambda row, pair=pair: not all(row[a] == v for a, v in pair)} for pair in exclude]
     controller = covertable.Controller(factors, strength=strength, constraints=constraints)
     made = controller.make()
     if optimize_ms:
         made = controller.optimize(made, tuning={"budget_ms": optimize_ms})
     return sorted((dict(row) for row in made), key=lambda row: (len(spell(row).split(",")), spell(row)))
+
+
+def anchor(supported: Supported) -> dict[str, str] | None:
+    """A composition the implementation supports, as near the base as a few single changes get: what the axes a
+    composition leaves free are filled from."""
+    labels = dict(BASE)
+    for _ in range(len(AXES)):
+        if supported(labels):
+            return labels
+        changes = [fill({a.name: v}, labels) for a in AXES for v in a.labels if v != labels[a.name]]
+        better = next((c for c in changes if c is not None and supported(c)), None)
+        if better is not None:
+            return better
+        labels = next((c for c in changes if c is not None), labels)
+    return None
+
+
+def fill(labels: Composition, like: Composition) -> dict[str, str] | None:
+    """``labels`` completed axis by axis: ``like``'s value where the rules still allow it, else the first allowed;
+    None where the rules allow none."""
+    full: dict[str, str] = {}
+    for axis in AXES:
+        wanted = labels.get(axis.name, like.get(axis.name, axis.base))
+        choice = next((v for v in (wanted, *axis.labels) if extendable({**full, axis.name: v})), None)
+        if choice is None:
+            return None
+        full[axis.name] = choice
+    return full if all(full[a] == v for a, v in labels.items()) else None
+
+
+def runnable(supported: Supported) -> Callable[[Composition], bool]:
+    """Whether the implementation can run some composition holding these labels (some axes): the labels, the
+    rest filled from ``anchor``."""
+    like = anchor(supported)
+
+    def can(labels: Composition) -> bool:
+        full = fill(labels, like) if like is not None else None
+        return full is not None and supported(full)
+
+    return can
+
+
+def for_implementation(supported: Supported, strength: int = 2) -> list[dict[str, str]]:
+    """Rows that make every ``strength``-wise combination the implementation supports meet, beyond the stored
+    rows it can run: a covering array over the values it supports (none for an implementation that runs every
+    stored row)."""
+    common = rows(STRENGTHS[strength])
+    if all(supported(row) for row in common):
+        return []
+    can = runnable(supported)
+    factors = {a.name: [v for v in a.labels if can({a.name: v})] for a in AXES}
+    unsupported = [pair for pair in allowed(2) if all(v in factors[a] for a, v in pair) and not can(dict(pair))]
+    made = [row for row in generate(strength, factors=factors, exclude=unsupported) if supported(row)]
+    wanted = {c for c in allowed(strength) if can(dict(c))} - interactions([r for r in common if supported(r)],
+                                                                          strength)
+    kept = []
+    for row in sorted(made, key=lambda r: -len(interactions([r], strength) & wanted)):
+        new = interactions([row], strength) & wanted
+        if new:
+            kept.append(row)
+            wanted -= new
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:

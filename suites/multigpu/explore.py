@@ -29,7 +29,7 @@ from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from datamodel import doc
 
-from .space import AXES, BASE, BY_NAME, Composition, complete, extendable, moved, spell, violated
+from .space import AXES, BASE, BY_NAME, Composition, extendable, moved, spell, violated
 
 STEPS = 3
 """Steps a composition trains in the covering arrays; a finding may need fewer."""
@@ -106,8 +106,9 @@ class Unsupported(Exception):
 
 def compositions(worlds: Iterable[str], supported: Callable[[dict[str, str]], bool],
                  known: list[Finding]) -> st.SearchStrategy:
-    """Compositions the rules allow on these world sizes and the implementation can run, drawn axis by axis (each
-    axis shrinking to its base), none containing a finding already made; with a number of steps (shrinking to 1)."""
+    """Compositions the rules allow on these world sizes and the implementation can run (``supported`` answers for
+    the axes drawn so far), drawn axis by axis (each axis shrinking to its base), none containing a finding already
+    made; with a number of steps (shrinking to 1)."""
     worlds = set(worlds)
 
     @st.composite
@@ -115,7 +116,7 @@ def compositions(worlds: Iterable[str], supported: Callable[[dict[str, str]], bo
         labels: dict[str, str] = {}
         for axis in AXES:
             allowed = [v for v in axis.labels if (axis.name != "world" or v in worlds)
-                       and extendable({**labels, axis.name: v}) and supported(complete({**labels, axis.name: v}))]
+                       and extendable({**labels, axis.name: v}) and supported({**labels, axis.name: v})]
             assume(allowed)
             labels[axis.name] = data(st.sampled_from(allowed))
         assume(not any(finding.contains(labels) for finding in known))

@@ -25,6 +25,7 @@ so every step is judged from the same start
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -50,16 +51,19 @@ class Gradient:
 
 
 class GlobalBatch:
-    def __init__(self, case: Case, ctx) -> None:
+    def __init__(self, case: Case, ctx, in_param_dtype: bool = False) -> None:
+        """``in_param_dtype``: step each param in its own dtype, no fp32 master (as an implementation that
+        declares ``StepsInParamDtype`` does)."""
         self.case, self.ctx = case, ctx
         self.model = single_process_model(case, ctx.device)
         self.params = dict(self.model.named_parameters())
-        self.masters = {name: p.detach().float().clone() for name, p in self.params.items()}
+        self.masters = {name: p if in_param_dtype else p.detach().float().clone() for name, p in self.params.items()}
         self.opt = case.make_torch_optimizer(list(self.masters.values()))
 
-    def gradient(self, step: int, total_tokens: int) -> Gradient:
+    def gradient(self, step: int, total_tokens: int, computing=contextlib.nullcontext) -> Gradient:
         """Every rank's microbatches, each rank's (or expert replica's) grads added up first, then summed over the
-        ranks and scaled."""
+        ranks and scaled; the model computed within ``computing()`` (the implementation's own functions, where it
+        has them: ``protocol.ComputesWith``)."""
         case = self.case
         grads = {n: torch.zeros(p.numel(), dtype=torch.float32, device=p.device) for n, p in self.params.items()}
         magnitude = {n: torch.zeros_like(g) for n, g in grads.items()}
@@ -68,7 +72,9 @@ class GlobalBatch:
             for micro in range(case.microbatches):
                 batches = [[t.to(self.ctx.device) for t in batch(case.seed, step, micro, rank, case.num_tokens)]
                            for rank in ranks]
-                for i, named in enumerate(self._backward(batches)):
+                with computing():
+                    per_rank = self._backward(batches)
+                for i, named in enumerate(per_rank):
                     for name, grad in named.items():
                         grad = grad.reshape(-1).float()
                         mine[i][name] += grad
@@ -118,23 +124,25 @@ class GlobalBatch:
         if case.skip_above is not None and norm is not None and norm > case.skip_above:
             return before
         for name, master in self.masters.items():
-            master.grad = grads[name].reshape(master.shape).clone()
+            master.grad = grads[name].reshape(master.shape).to(master.dtype, copy=True)
         if case.clip is not None and norm is not None:
             torch.nn.utils.clip_grads_with_norm_(list(self.masters.values()), case.clip, torch.tensor(norm))
         self.opt.step()
         with torch.no_grad():
             for name, master in self.masters.items():
                 master.grad = None
-                self.params[name].copy_(master)
+                if master is not self.params[name]:
+                    self.params[name].copy_(master)
         return before
 
     def follow(self, params: dict[str, torch.Tensor]) -> None:
         """Start the next step from the implementation's params, so that its grads are compared from the same
-        params; fp32 masters follow too (they are the params), a bf16 param's fp32 master keeps its own bits."""
+        params; an fp32 param's master follows too (they are the same values), a bf16 param's fp32 master keeps its
+        own bits."""
         with torch.no_grad():
             for name, param in self.params.items():
                 param.copy_(params[name].reshape(param.shape))
-                if param.dtype == torch.float32:
+                if param.dtype == self.masters[name].dtype and self.masters[name] is not param:
                     self.masters[name].copy_(param)
 
 

@@ -233,15 +233,6 @@ def _extendable(items: frozenset[tuple[str, str]]) -> bool:
     return free is None or any(_extendable(items | {(free.name, label)}) for label in free.labels)
 
 
-def complete(labels: Composition) -> dict[str, str]:
-    """``labels`` with every other axis at the first of its values (the base first) that the rules still allow."""
-    full = dict(labels)
-    for axis in AXES:
-        if axis.name not in full:
-            full[axis.name] = next((v for v in axis.labels if extendable({**full, axis.name: v})), axis.base)
-    return full
-
-
 def check(labels: Composition) -> None:
     """Raise ``ValueError`` naming the axis, the value and what is valid, or the rule a composition breaks."""
     for name, label in labels.items():
@@ -299,3 +290,8 @@ def case_of(labels: Composition, steps: int = 3) -> Case:
     for axis in AXES:  # world before experts: a topology's replicas follow the world
         case = axis.value(full[axis.name]).apply(case)
     return case
+
+
+def supported_by(impl) -> Callable[[Composition], bool]:
+    """Whether ``impl`` can run a composition (every axis labelled): its case's ``unsupported_by`` answers None."""
+    return lambda labels: case_of(labels).unsupported_by(impl) is None

@@ -4,7 +4,10 @@ Bugs of bucketed data parallelism live where features meet, so these cases
 are not picked one axis at a time: ``space.py`` declares the axes, their
 values and the rules between them, and ``covering.py`` keeps a covering
 array over them, in which every pair of axis values the rules allow meets in
-at least one case (``--compositions triples``: every three). Each case is
+at least one case (``--compositions triples``: every three). An
+implementation that lacks some values skips the cases that use them, with
+the reason, and gets cases of its own besides, over the values it supports
+(``covering.for_implementation``). Each case is
 named by the axes it moves away from the base, and ``--case`` runs one
 (``pytest suites/multigpu --case 'world=1,microbatches=2'``); ``--explore N``
 searches further (``test_explore.py``).

@@ -15,7 +15,7 @@ from suites.multigpu.harness.plugin import torchrun_world_size
 
 from . import covering
 from .explore import Budget, Explorer, Unsupported
-from .space import case_of, complete
+from .space import case_of, supported_by
 from .test_compositions import check_composition
 
 pytestmark = pytest.mark.requires("ddp")
@@ -28,8 +28,7 @@ def test_explore(pytestconfig, impl, ranks_at):
     fixed = torchrun_world_size(config)
     worlds = (str(fixed),) if fixed else tuple(w for w in WORLDS if not world_size_problem(int(w), False, ""))
 
-    def supported(labels: dict[str, str]) -> bool:
-        return case_of(complete(labels)).unsupported_by(impl) is None
+    supported = covering.runnable(supported_by(impl))
 
     def run(labels: dict[str, str], steps: int) -> str | None:
         case = case_of(labels, steps)
@@ -45,8 +44,8 @@ def test_explore(pytestconfig, impl, ranks_at):
 
     spec = config.getoption("impl")
     explorer = Explorer(run, impl.name, worlds, supported, config.getoption("explore_db"))
-    exploration = explorer.explore(covering.rows("triples"), Budget(config.getoption("explore"),
-                                                                    config.getoption("explore_seconds")))
+    triples = covering.rows("triples") + covering.for_implementation(supported_by(impl), 3)
+    exploration = explorer.explore(triples, Budget(config.getoption("explore"), config.getoption("explore_seconds")))
     report = config.getoption("explore_report")
     if report:
         Path(report).write_text(json.dumps(to_json(exploration), indent=1) + "\n")

@@ -20,13 +20,13 @@ import pytest
 import torch
 
 from ranks.recording import recording
-from suites.impls.protocol import MayBeUnreadable, WholeParams
+from suites.impls.protocol import ComputesWith, MayBeUnreadable, StepsInParamDtype, WholeParams
 from suites.impls.stepping import optimizer_for
 from suites.impls.support import provides
 
 from . import moe
 from .cases import Case
-from .compare import Arithmetic, agreed, assert_close, assert_within, norm_rounding, tolerance
+from .compare import Arithmetic, agreed, assert_close, assert_within, tolerance
 from .models import batch, loss_fn, make_model, tokens_in
 from .oracle import GlobalBatch, Gradient
 
@@ -333,13 +333,15 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
     every param after the update the oracle takes from the same grads and
     norm. Returns the steps compared.
     """
-    ours, oracle = UnderTest(case, ctx, impl), GlobalBatch(case, ctx)
-    arithmetic = Arithmetic.of(case, ctx.world_size)
+    in_dtype = isinstance(impl, StepsInParamDtype) and impl.steps_in_param_dtype
+    ours, oracle = UnderTest(case, ctx, impl), GlobalBatch(case, ctx, in_dtype)
+    arithmetic = Arithmetic.of(case, ctx.world_size, in_dtype)
     numels = {name: p.numel() for name, p in oracle.params.items()}
     for step in range(case.steps):
         total = global_token_count(case, step, ctx.world_size)
         ours.sync(ours.backward(step, total))
-        want = oracle.gradient(step, total)
+        want = oracle.gradient(step, total, ours.ddp.computing if isinstance(ours.ddp, ComputesWith) else
+                               contextlib.nullcontext)
         bounds = {name: arithmetic.grad_bound(m) for name, m in want.magnitude.items()}
         held, problems = whole_reduced_grads(ctx, ours, numels)
         zeros = ours.opt.count_zeros() if ours.full_step else None
@@ -349,7 +351,7 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
         logits = ours.settle_params(step)
         ours.zero_grad()
         params = ours.params()
-        agreed(ctx, lambda: check_update(ctx, case, norm, held, want, bounds, step))
+        agreed(ctx, lambda: check_update(ctx, case, arithmetic, norm, held, want, bounds, step))
         agreed(ctx, lambda: check_params(ctx, case, arithmetic, params, oracle, before, logits, step))
         oracle.follow(everyones_params(ctx, params))
     return case.steps
@@ -411,14 +413,15 @@ def check_reduced(ctx, ours: UnderTest, want: Gradient, bounds, held, problems, 
         f"{unsure} (within the rounding bound of zero) (single process)")
 
 
-def check_update(ctx, case: Case, norm: float | None, held, want: Gradient, bounds, step: int) -> None:
+def check_update(ctx, case: Case, arithmetic: Arithmetic, norm: float | None, held, want: Gradient, bounds,
+                 step: int) -> None:
     """The grad norm against the grads put together and the oracle's; the case on the side of each decision."""
     if case.clip is None and case.skip_above is None:
         return
     assert norm is not None, f"step {step} grad norm: got None, but should be the norm (clipping or skipping by it)"
     p, numel = case.norm_type, sum(g.numel() for g in held.values())
     own, theirs = _norm(held.values(), p), _norm(want.grads.values(), p)
-    rounding = norm_rounding(numel, len(held), ctx.world_size)
+    rounding = arithmetic.norm_rounding(numel, len(held))
     assert abs(norm - own) <= rounding * own, (
         f"step {step} grad norm: got {norm}, but should be {own} (the norm of the reduced grads the ranks hold, each "
         f"element once) within {rounding:.2g} of it")
