@@ -30,7 +30,7 @@ LAYOUT = "suites/layout"
 MULTIGPU = "suites/multigpu"
 OWN_API = ("tests/reference/test_config_errors.py", "tests/reference/test_api.py")
 LAST = ("suites/multigpu/test_bad_input.py",)  # waits out its ranks' failures: ~12 s before a first kill elsewhere
-STEPPING = ("suites/multigpu/test_vs_single_process.py", "suites/multigpu/test_vs_torch_ddp.py",
+STEPPING = ("suites/multigpu/test_compositions.py", "suites/multigpu/test_vs_torch_ddp.py",
             "suites/multigpu/test_experts.py")  # every step: clipping, norms, zero counts, the optimizer
 SYNCING = ("suites/multigpu/test_vs_torch_ddp.py", "suites/multigpu/test_overlap.py",
            "suites/multigpu/test_no_sync.py")  # one step's reduced grads first, then when collectives run

@@ -45,6 +45,8 @@ from ranks import launched_by_torchrun
 from ranks.joining import pick_backend, tensors_on
 from ranks.launch import leave_torchrun
 from ranks.startup import DEVICE_ENV, DEVICES
+from datamodel import from_json
+from suites.multigpu.records import Coverage, Exploration
 
 from .cli import key_number
 from .comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
@@ -53,7 +55,7 @@ from .comparison.comparable import previous_comparable
 from .comparison.series import trend
 from .comparison.verdict import decide
 from .conformance.strength import measure_strength, strength_records
-from .conformance.suites import SuiteRun, run_suite
+from .conformance.suites import SuiteRun, multigpu, run_suite
 from .preflight import DEFAULT_SUITES, preflight
 from .render.report import build_report, draw_plots
 from .store.metrics import collect_metrics
@@ -62,6 +64,11 @@ from .store.mutation_score import read_score
 from .store.runs import RunError, readable_runs
 from .store.writer import DEFAULT_ROOT, dump_json, fallback_root, release, reserve, write_run
 
+EXPLORE_SECONDS = 60.0
+"""Seconds each implementation's nightly search may draw new compositions for."""
+SMOKE_EXPLORE_SECONDS = 5.0
+EXPLORE_COMPOSITIONS = 100_000
+"""Compositions the nightly search may run: more than its seconds allow, so the seconds decide."""
 TREND_RUNS = 20
 """Runs of the setup a report's trend shows (the site shows the whole history)."""
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,6 +121,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="do not rebuild the static site beside --out after the run (python -m reports.site)")
     parser.add_argument("--no-strength", action="store_true",
                         help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
+    parser.add_argument("--explore-seconds", type=float, default=None, metavar="SECONDS",
+                        help="seconds each implementation's search past the multi-rank suite's covering arrays may "
+                             f"draw new compositions for (pytest suites/multigpu --explore; default {EXPLORE_SECONDS:g}, "
+                             f"{SMOKE_EXPLORE_SECONDS:g} in smoke mode; 0: no search); its example database lives in "
+                             "the runs root (.explore/), so each night tries the failures found before first")
     args = parser.parse_args(argv)
     problem = preflight(args)
     if problem:
@@ -141,12 +153,39 @@ def run_conformance(args) -> list[SuiteRun]:
     for suite in args.suite or DEFAULT_SUITES:
         for impl in args.impl or DEFAULT_IMPLS:
             progress(f"running {suite} against {impl} ({args.world_size} ranks)")
-            result = run_suite(suite, impl, [f"--device={args.device}", *args.pytest_arg], world_size=args.world_size,
-                               allow_world_size=args.allow_world_size)
+            with tempfile.TemporaryDirectory() as tmp:
+                coverage = Path(tmp) / "compositions.json"
+                composes = [f"--compositions-report={coverage}"] if multigpu(suite) else []
+                result = run_suite(suite, impl, [f"--device={args.device}", *composes, *args.pytest_arg],
+                                   world_size=args.world_size, allow_world_size=args.allow_world_size)
+                if coverage.exists():
+                    result = replace(result, compositions=from_json(Coverage, json.loads(coverage.read_text())))
             progress(f"  {impl}: {result.passed} passed, {result.failed + result.errors} failed, "
                      f"{result.skipped} skipped in {result.seconds:.1f}s")
             results.append(result)
     return results
+
+
+def run_exploration(args) -> list[Exploration]:
+    """Each implementation's search past the covering arrays, for ``--explore-seconds``; one that cannot run the
+    multi-rank suite (no ddp level) writes nothing and is left out."""
+    seconds = args.explore_seconds if args.explore_seconds is not None else (
+        SMOKE_EXPLORE_SECONDS if args.smoke else EXPLORE_SECONDS)
+    if not seconds or "suites/multigpu" not in (args.suite or DEFAULT_SUITES):
+        return []
+    found = []
+    for impl in args.impl or DEFAULT_IMPLS:
+        progress(f"searching past the covering arrays against {impl} ({seconds:g} s)")
+        with tempfile.TemporaryDirectory() as tmp:
+            report = Path(tmp) / "exploration.json"
+            run_suite("suites/multigpu", impl, [f"--device={args.device}", f"--explore={EXPLORE_COMPOSITIONS}",
+                                                f"--explore-seconds={seconds:g}", f"--explore-report={report}",
+                                                f"--explore-db={args.out / '.explore'}", *args.pytest_arg],
+                      allow_world_size=args.allow_world_size)
+            if report.exists():
+                found.append(from_json(Exploration, json.loads(report.read_text())))
+                progress(f"  {impl}: {len(found[-1].findings)} findings in {found[-1].runs} runs")
+    return found
 
 
 def commit() -> str | None:
@@ -228,6 +267,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
         return 0
     bench.update(run_single_process_benchmarks(settings, args.benchmark, progress))
     conformance = [] if args.no_suites else run_conformance(args)
+    explorations = [] if args.no_suites else run_exploration(args)
     strength_rows = []
     if not (args.smoke or args.no_strength or args.no_suites):
         progress("suite strength: every broken implementation against its suite")
@@ -242,6 +282,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     records = Records(**{name_: tuple(rows) for name_, rows in bench.items()})
     results = Results(schema=SCHEMA, run=run, settings=settings, nodes=tuple(nodes), conformance=tuple(conformance),
                       suite_world_size=None if args.no_suites else args.world_size, strength=tuple(strength_rows),
+                      explorations=tuple(explorations),
                       benchmarks=records, overhead=tuple(overhead_table()), metrics={}, comparison=None, trend=(),
                       claims=(), mutation=read_score(), verdict=None, plots=())
     results = judged(replace(results, metrics=collect_metrics(results)), args.out, args)

@@ -34,6 +34,8 @@ def _numbers(args) -> str | None:
         return f"--rounds: got {args.rounds}, but should be >= 1"
     if args.busbw_max_bytes is not None and args.busbw_max_bytes < 1024:
         return f"--busbw-max-bytes: got {args.busbw_max_bytes}, but should be >= 1024 (the sweep's smallest size)"
+    if args.explore_seconds is not None and not args.explore_seconds >= 0:
+        return f"--explore-seconds: got {args.explore_seconds:g}, but should be 0 (no search) or a positive number"
     try:
         check_thresholds(args.threshold)
     except ValueError as exc:

@@ -1,10 +1,15 @@
 """The run's verdict, decided once, when the run is written: what its report says and what the job exits with.
 
-It fails on a conformance run that did not pass (``SuiteRun.ok``: a failed or
-erroring check, or a suite that did not run), on a wrong element in any
+It fails on a conformance run that did not pass (``SuiteRun.status``: a
+failed or erroring check, a suite that did not run, or one that collected
+nothing), on a finding of the search past the covering arrays that the
+implementation's expectations do not record, on a wrong element in any
 collective's result, and, under ``--fail-on-regression``, on a gated
 regression against the previous run of the same setup. A comparison that
 could not be made (an earlier run that cannot be read) is an error of its own.
+A suite run of which every check was skipped is not applicable: it passes
+nothing and fails nothing. Each line is a typed value (its kind and status);
+the writers word it, and no decision is read back from the words.
 """
 
 from __future__ import annotations
@@ -15,25 +20,32 @@ from ..store.model import Comparison, Results, Verdict, VerdictLine
 def decide(results: Results, fail_on_regression: bool) -> Verdict:
     lines = []
     for r in results.conformance:
-        failed = r.failed + r.errors
-        lines.append(VerdictLine(f"{r.suite} against {r.label}: {r.passed} passed, {failed} failed, "
-                                 f"{r.skipped} skipped", not r.ok))
+        why = r.why()
+        lines.append(VerdictLine("conformance", r.status, f"{r.suite} against {r.label}: {r.passed} passed, "
+                                 f"{r.failed + r.errors} failed, {r.skipped} skipped" + (f" ({why})" if why else "")))
     if not results.conformance:
-        lines.append(VerdictLine("conformance: not run", False))
+        lines.append(VerdictLine("conformance", "pass", "conformance: not run"))
+    for e in results.explorations:
+        unexpected = [f for f in e.findings if f.composition not in e.expected]
+        known = f", {len(e.expected)} known" if e.expected else ""
+        lines.append(VerdictLine("search", "fail" if unexpected else "pass",
+                                 f"search past the covering arrays against {e.impl}: {len(unexpected)} findings"
+                                 f"{known} in {e.triples + e.searched} compositions ({e.seconds:.0f} s)"))
     wrong = sum(r.wrong for r in results.benchmarks.busbw)
-    lines.append(VerdictLine(f"collectives' results: {wrong} wrong elements", wrong != 0))
+    lines.append(VerdictLine("collectives", "fail" if wrong else "pass",
+                             f"collectives' results: {wrong} wrong elements"))
     lines.append(_gate(results.comparison, fail_on_regression))
     return Verdict(tuple(lines), fail_on_regression)
 
 
 def _gate(comparison: Comparison | None, fail_on_regression: bool) -> VerdictLine:
     if comparison is not None and comparison.error is not None:
-        return VerdictLine(f"gated regressions: not checked, an earlier run cannot be read: {comparison.error}", True,
-                           True)
+        return VerdictLine("gate", "error",
+                           f"gated regressions: not checked, an earlier run cannot be read: {comparison.error}")
     if comparison is None or comparison.against is None:
-        return VerdictLine("gated regressions: none checked (no earlier run of this setup)", False)
+        return VerdictLine("gate", "pass", "gated regressions: none checked (no earlier run of this setup)")
     keys = [c.key for c in comparison.regressions]
-    return VerdictLine(f"gated regressions against {comparison.against}: {len(keys)}"
+    status = "fail" if fail_on_regression and keys else "reported" if keys else "pass"
+    return VerdictLine("gate", status, f"gated regressions against {comparison.against}: {len(keys)}"
                        + (f" ({', '.join(keys)})" if keys else "")
-                       + ("" if fail_on_regression or not keys else " (reported; --fail-on-regression would fail)"),
-                       fail_on_regression and bool(keys))
+                       + (" (reported; --fail-on-regression would fail)" if status == "reported" else ""))

@@ -26,7 +26,8 @@ FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("no_sync", ("suites/multigpu/test_no_sync.py::*",)),
     ("overlap", ("suites/multigpu/test_overlap.py::*",)),
     ("finalize", ("suites/multigpu/test_finalize.py::*",)),
-    ("optimizer", ("suites/multigpu/test_vs_torch_ddp.py::*", "suites/multigpu/test_vs_single_process.py::*")),
+    ("compositions", ("suites/multigpu/test_compositions.py::*", "suites/multigpu/test_explore.py::*")),
+    ("optimizer", ("suites/multigpu/test_vs_torch_ddp.py::*", "suites/multigpu/test_equivalent_configs.py::*")),
     ("harness", ("suites/multigpu/test_harness.py::*",)),
 )
 

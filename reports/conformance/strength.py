@@ -40,11 +40,11 @@ def composed_catchers(meets: dict[str, str]) -> tuple[str, list[str]]:
     """The smallest covering array sure to hold compositions containing ``meets`` (every pair, or every three
     values), and the node-id patterns of those compositions."""
     from suites.multigpu.covering import STRENGTHS, rows
+    from suites.multigpu.records import COMPOSED
     from suites.multigpu.space import spell
 
     name = STRENGTHS[max(2, min(len(meets), 3))]
-    test = "suites/multigpu/test_compositions.py::test_composition_trains_like_one_process"
-    return name, [f"{test}[[]{spell(row)}]" for row in rows(name) if all(row[a] == v for a, v in meets.items())]
+    return name, [f"{COMPOSED}[[]{spell(row)}]" for row in rows(name) if all(row[a] == v for a, v in meets.items())]
 
 
 # Which tests fail is what counts here, not how hard hypothesis searches or how small a failing

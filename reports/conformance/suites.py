@@ -33,6 +33,8 @@ from ranks.joining import visible_devices_before_hiding
 from ranks.startup import ALLOW_WORLD_SIZE_ENV, WORLD_SIZE_ENV, outside_torchrun
 from ranks.worker import die_with_parent
 
+from suites.multigpu.records import Coverage
+
 from .families import Counting, FamilyTally, frozen_families, tally
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,18 +61,41 @@ class SuiteRun:
     families: dict[str, FamilyTally] = doc("outcomes per family of checks (reports/conformance/families.py), for "
                                            "the conformance matrix")
     exit_code: int = doc("pytest's exit code")
+    compositions: Coverage | None = doc("how much of the configuration space the multi-rank suite's compositions "
+                                        "that ran cover, for this implementation; null for another suite", None)
+
+    @property
+    def status(self) -> str:
+        """The one rule for a suite run, which the verdict reads: fail where a test failed or errored, or pytest
+        collected nothing (exit 5: a filter that matches nothing checks nothing); not applicable where every
+        test skipped (nothing was checked); else pass."""
+        if self.failed or self.errors or self.exit_code != 0:
+            return "fail"
+        return "not applicable" if self.skipped and not (self.passed or self.xfailed) else "pass"
 
     @property
     def ok(self) -> bool:
-        """The one rule for a suite run, which the verdict reads: it ran (pytest exited 0, or 5 when nothing was
-        collected), and no test failed or errored."""
-        return self.exit_code in (0, 5) and not self.failed and not self.errors
+        return self.status != "fail"
+
+    def why(self) -> str:
+        """What decided the status beyond the counts: nothing collected, or the commonest reason of the skips."""
+        if self.exit_code == 5:
+            return "pytest collected nothing (exit 5): a filter that matches nothing checks nothing"
+        if self.status == "not applicable" and self.skip_reasons:
+            reason, count = max(self.skip_reasons.items(), key=lambda kv: kv[1])
+            return f"every check skipped; the commonest reason ({count} of {self.skipped}): {reason}"
+        return ""
 
     @property
     def label(self) -> str:
         """The implementation and its version as the suite's header names them (levels left out), else the name
         asked for."""
         return self.header.split(" (levels")[0] if self.header else self.impl
+
+
+def multigpu(suite: str) -> bool:
+    """Whether a suite path is the multi-rank suite or a part of it (where its composition options exist)."""
+    return Path(suite).parts[:2] == ("suites", "multigpu")
 
 
 def child_environment(world_size: int | None = None, allow_world_size: bool = False) -> dict[str, str]:

@@ -100,9 +100,12 @@ def verdict_markdown(results: Results) -> str:
         return "**Verdict: not recorded** (a run written before verdicts were stored)"
     smoke = " (smoke run: the figures mean nothing)" if results.run.setup.smoke else ""
     head = f"**Verdict: {verdict.word}**{smoke}"
-    marks = {(True, True): " — ERROR", (True, False): " — FAIL"}
-    return head + "\n\n" + "\n".join(f"- {line.text}{marks.get((line.fails, line.error), '')}"
-                                        for line in verdict.lines)
+    return head + "\n\n" + "\n".join(f"- {line.text}{STATUS_MARKS[line.status]}" for line in verdict.lines)
+
+
+STATUS_MARKS = {"pass": "", "fail": " — FAIL", "not applicable": " — not applicable", "reported": "",
+                "error": " — ERROR"}
+"""How each status of a verdict line is marked after its words (``VerdictLine.status``)."""
 
 
 def summary_markdown(results: Results) -> str:

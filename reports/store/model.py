@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from benchmarks import BENCHMARKS
 from benchmarks.padding import OverheadRow
@@ -29,8 +29,9 @@ from hardware.node import Node
 
 from ..conformance.strength import StrengthRecord
 from ..conformance.suites import SuiteRun
+from suites.multigpu.records import Exploration
 
-SCHEMA = 6
+SCHEMA = 7
 METHOD = 4
 """How the benchmarks measure; raised whenever a figure is taken differently (4: rounds calibrated to targets,
 impossible and noise-bound figures refused)."""
@@ -213,11 +214,28 @@ class MutationScore:
     survivors: tuple[dict[str, Any], ...] = doc("each survivor: the mutant and its diff")
 
 
+VERDICT_KINDS = ("conformance", "search", "collectives", "gate")
+VERDICT_STATUSES = ("pass", "fail", "not applicable", "reported", "error")
+
+
 @dataclass(frozen=True)
 class VerdictLine:
+    kind: Literal["conformance", "search", "collectives", "gate"] = doc(
+        "what it judges: a suite run (conformance), the search past the covering arrays (search), the "
+        "collectives' results (collectives), or the regressions against the previous run (gate)")
+    status: Literal["pass", "fail", "not applicable", "reported", "error"] = doc(
+        "pass; fail (fails the run); not applicable (a suite run of which every check was skipped: nothing was "
+        "checked, and nothing failed); reported (gated regressions that fail the run only under "
+        "--fail-on-regression); error (could not be checked at all: exit 2)")
     text: str = doc("what was checked, with its counts")
-    fails: bool = doc("whether it fails the run")
-    error: bool = doc("whether it could not be checked at all (an earlier run that cannot be read): exit 2", False)
+
+    @property
+    def fails(self) -> bool:
+        return self.status in ("fail", "error")
+
+    @property
+    def error(self) -> bool:
+        return self.status == "error"
 
 
 @dataclass(frozen=True)
@@ -274,6 +292,8 @@ class Results:
     suite_world_size: int | None = doc("ranks the suites' child pytest spawned (--world-size); null when no suite "
                                        "ran")
     strength: tuple[StrengthRecord, ...] = doc("each deliberately broken implementation against its suite")
+    explorations: tuple[Exploration, ...] = doc("the search past the multi-rank suite's covering arrays, per "
+                                                "implementation, with what it found (--explore-seconds)")
     benchmarks: Records = doc("each benchmark's records (below)")
     overhead: tuple[OverheadRow, ...] = doc("padding of the catalogue's models planned at 40M-element buckets")
     metrics: dict[str, Metric] = doc("the flat map a comparison reads: key -> metric (below)")

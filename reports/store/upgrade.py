@@ -1,9 +1,18 @@
 """Every schema this project has written, read into the current model: the one place that knows old runs.
 
-- **6** (now) is read as it is, strictly.
+A run of schema 5 or later is brought up one schema at a time, each step a
+function of the JSON (``STEPS``), then read strictly; the earlier ones,
+whose records had other shapes, are read into the model directly.
+
+- **7** (now) is read as it is, strictly.
+- **6** (one setup per run): its verdict lines held words and two flags
+  (``fails``, ``error``); each gets its kind (conformance, collectives, gate)
+  and its status, taken from those, the one place where a decision is read
+  from words, those of runs written before decisions were typed. It had no
+  search past the covering arrays: ``explorations`` is empty.
 - **5** (typed records, the verdict stored): its run record repeated five
   of its setup's fields (``mode``, ``world_size``, ``backend``, ``tensors``,
-  ``smoke``), which are dropped; the rest reads as it is.
+  ``smoke``), which are dropped; then as 6.
 - **4** (calibrated sampling, refusals): the benchmark records move under
   ``benchmarks``, and what the model derives (each sampling's
   ``targets_met``) is dropped; its comparison (``compared_with``: the earlier
@@ -41,7 +50,7 @@ from ..conformance.strength import StrengthRecord
 from ..conformance.suites import SuiteRun
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
-SCHEMAS = (1, 2, 3, 4, 5, SCHEMA)
+SCHEMAS = (1, 2, 3, 4, 5, 6, SCHEMA)
 SCHEMA_5_RUN_REPEATS = ("mode", "world_size", "backend", "tensors", "smoke")
 """What schema 5's run record repeated of its setup."""
 EARLIER_METHOD = 2
@@ -55,11 +64,11 @@ def upgrade(data: Any) -> Results:
     if schema not in SCHEMAS:
         raise ValueError(f"got schema {schema!r}, but should be one of {', '.join(map(str, SCHEMAS))} "
                          "(reports/schema.md)")
-    if schema == SCHEMA:
-        return decode(data)
-    if schema == 5:
-        return replace(decode({**data, "schema": SCHEMA, "run": _without_repeats(_required(data, "run", dict))}),
-                       upgraded=Upgrade(5, ()))
+    if schema >= 5:
+        for step in range(schema, SCHEMA):
+            data = STEPS[step](data)
+        results = decode(data)
+        return results if schema == SCHEMA else replace(results, upgraded=Upgrade(schema, ()))
     left_out: list[str] = []
     nodes = _nodes(data)
     run = _run(_required(data, "run", dict), schema, nodes)
@@ -75,7 +84,7 @@ def upgrade(data: Any) -> Results:
         benchmarks=_records(data, schema, left_out),
         overhead=tuple(_each(OverheadRow, data.get("overhead"), "overhead", left_out)),
         metrics={key: _metric(key, value, schema) for key, value in metrics.items()},
-        comparison=None, trend=(), claims=(), mutation=None, verdict=None,
+        explorations=(), comparison=None, trend=(), claims=(), mutation=None, verdict=None,
         plots=tuple(data.get("plots") or ()),
         upgraded=Upgrade(schema, tuple(left_out)),
     )
@@ -88,8 +97,33 @@ def _required(data: dict, name: str, kind: type) -> Any:
     return value
 
 
-def _without_repeats(run: dict) -> dict:
-    return {key: value for key, value in run.items() if key not in SCHEMA_5_RUN_REPEATS}
+def _five_to_six(data: dict) -> dict:
+    run = _required(data, "run", dict)
+    return {**data, "schema": 6, "run": {key: value for key, value in run.items() if key not in SCHEMA_5_RUN_REPEATS}}
+
+
+def _six_to_seven(data: dict) -> dict:
+    verdict = data.get("verdict")
+    if isinstance(verdict, dict) and isinstance(verdict.get("lines"), list):
+        verdict = {**verdict, "lines": [_typed_line(line, f"$.verdict.lines[{i}]")
+                                        for i, line in enumerate(verdict["lines"])]}
+    return {**data, "schema": 7, "verdict": verdict, "explorations": []}
+
+
+def _typed_line(line: Any, path: str) -> dict:
+    """A schema-6 verdict line (its words and two flags) with the kind and status its words and flags tell."""
+    if not isinstance(line, dict) or not isinstance(line.get("text"), str):
+        raise mismatch(path, line, "a verdict line with its text (schema 6)")
+    text = line["text"]
+    kind = ("gate" if text.startswith("gated regressions") else
+            "collectives" if text.startswith("collectives' results") else "conformance")
+    status = ("error" if line.get("error") else "fail" if line.get("fails") else
+              "reported" if kind == "gate" and "(reported;" in text else "pass")
+    return {"kind": kind, "status": status, "text": text}
+
+
+STEPS = {5: _five_to_six, 6: _six_to_seven}
+"""Schema n's run, as schema n + 1 writes it."""
 
 
 def _nodes(data: dict) -> list[dict]:

@@ -3,20 +3,16 @@ decided it, marked."""
 
 from __future__ import annotations
 
-from ..store.model import Results, VerdictLine
+from ..store.model import Results
 from .html import Markup, join, tag
 
 SYMBOLS = {"PASS": "✔", "FAIL": "✘", "ERROR": "⚠"}
 
 
-def _mark(line: VerdictLine, reported: bool) -> str:
-    """✘ a line that fails the run, ⚠ one that could not be checked, ▼ the gate's line when it found
-    regressions that do not fail the run (without --fail-on-regression), ✔ the others."""
-    if line.error:
-        return "⚠ "
-    if line.fails:
-        return "✘ "
-    return "▼ " if reported and line.text.startswith("gated regressions against") else "✔ "
+MARKS = {"pass": "✔ ", "fail": "✘ ", "not applicable": "– ", "reported": "▼ ", "error": "⚠ "}
+"""✔ passed, ✘ fails the run, – nothing was checked (every check skipped), ▼ gated regressions that do not fail
+the run (without --fail-on-regression), ⚠ could not be checked."""
+WORDS = {"fail": " — FAIL", "error": " — ERROR", "not applicable": " — not applicable"}
 
 
 def verdict_html(results: Results) -> Markup:
@@ -27,10 +23,9 @@ def verdict_html(results: Results) -> Markup:
     word = verdict.word
     smoke = " (smoke run: the figures mean nothing)" if results.run.setup.smoke else ""
     head = f"{SYMBOLS[word]} Verdict: {word}{smoke}"
-    reported = bool(results.comparison and results.comparison.regressions)
-    lines = [tag("li", join([tag("span", _mark(line, reported), aria_hidden="true"), line.text,
-                             " — ERROR" if line.error else " — FAIL" if line.fails else ""]),
-                 class_="fails" if line.fails else None)
+    lines = [tag("li", join([tag("span", MARKS[line.status], aria_hidden="true"), line.text,
+                             WORDS.get(line.status, "")]),
+                 class_="fails" if line.fails else "not-applicable" if line.status == "not applicable" else None)
              for line in verdict.lines]
     return tag("div", join([tag("p", head, class_="word"), tag("ul", join(lines))]),
                class_=f"verdict verdict-{word.lower()}")

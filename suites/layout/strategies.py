@@ -31,18 +31,20 @@ bucket_sizes = st.one_of(st.none(), st.integers(1, 200), st.integers(1, 60_000))
 
 
 @st.composite
-def models(draw, max_params: int = 12, dtypes=DTYPES, shared: bool = True, experts: bool = False
-           ) -> list[ParamSpec]:
-    """A model's trainable params in ``parameters()`` order, maybe with shared embeddings.
+def models(draw, max_params: int = 12, dtypes=DTYPES, shared: bool = True, experts: bool = False,
+           min_shared: int = 0) -> list[ParamSpec]:
+    """A model's trainable params in ``parameters()`` order, maybe with shared embeddings (``min_shared``: at
+    least that many, anywhere in the order).
 
     ``experts``: some params are MoE experts' (``expert_parallel``), at least
     one of them and never a shared embedding, interleaved with dense ones.
     """
-    n = draw(st.integers(2 if experts else 1, max_params))
+    n = draw(st.integers(max(2 if experts else 1, min_shared), max_params))
     dtype_choice = st.sampled_from(dtypes)
-    flags = st.booleans() if shared else st.just(False)
+    flags = st.booleans() if shared and not min_shared else st.just(bool(min_shared))
     # At most two shared embeddings (input and output side), like a tied model.
-    shared_at = set(draw(st.lists(st.integers(0, n - 1), max_size=2))) if draw(flags) else set()
+    shared_at = (set(draw(st.lists(st.integers(0, n - 1), min_size=min_shared, max_size=2, unique=True)))
+                 if draw(flags) else set())
     expert_at = set()
     if experts:
         shared_at.discard(n - 1)  # so that at least one param can be an expert's

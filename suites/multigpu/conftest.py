@@ -2,25 +2,28 @@
 (``--compositions``, ``--case``), the search past them (``--explore``), and known faults below the
 implementations marked where a case meets them (``known_issues``)."""
 
+import json
 from pathlib import Path
 
 import pytest
 
+from datamodel import to_json
 from suites.multigpu.harness import plugin as harness_plugin
 
 from . import covering, space
 from .cases import params
+from .records import COMPOSED
 from .known_issues import IMMUNE, avg_over_one_rank, nccl_version
 
-COMPOSED = "suites/multigpu/test_compositions.py::test_composition_trains_like_one_process"
 EXPLORE = "suites/multigpu/test_explore.py"
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     harness_plugin.register(pluginmanager)
     group = parser.getgroup("compositions", "compositions of the configuration space (suites/multigpu/space.py)")
-    group.addoption("--compositions", choices=tuple(covering.STRENGTHS.values()), default="pairwise",
-                    help="the covering array to run: every pair of axis values (default), or every three")
+    group.addoption("--compositions", choices=(*covering.STRENGTHS.values(), "none"), default="pairwise",
+                    help="the covering array to run: every pair of axis values (default), every three, or none (a "
+                         "session that runs the other tests again at another world size)")
     group.addoption("--case", default=None, metavar="AXIS=VALUE,...",
                     help="run this one composition only, e.g. 'world=1,microbatches=2' (the axes it moves from the "
                          "base; steps=N trains N steps instead of 3): a finding's reproduction line names it")
@@ -34,6 +37,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                          "first next time (default .hypothesis/explore)")
     group.addoption("--explore-report", default=None, metavar="PATH",
                     help="with --explore: write what it ran and found to PATH as JSON")
+    group.addoption("--compositions-report", default=None, metavar="PATH",
+                    help="write how much of the space the compositions that ran cover, for this implementation, to "
+                         "PATH as JSON (the main job's report reads it)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,12 +52,17 @@ def pytest_configure(config: pytest.Config) -> None:
     if explore is not None and spelled is not None:
         raise pytest.UsageError("--case and --explore: got both, but should be one: --case runs one composition, "
                                 "--explore searches")
-    report = config.getoption("explore_report")
-    if report is not None and not Path(report).resolve().parent.is_dir():
-        raise pytest.UsageError(f"--explore-report: got {report!r}, but should be a file in a folder that exists")
+    for option in ("explore_report", "compositions_report"):
+        report = config.getoption(option)
+        if report is not None and not Path(report).resolve().parent.is_dir():
+            raise pytest.UsageError(f"--{option.replace('_', '-')}: got {report!r}, but should be a file in a folder "
+                                    "that exists")
+
+    if spelled is not None and config.getoption("compositions") == "none":
+        raise pytest.UsageError("--case and --compositions none: got both, but --case runs a composition")
     try:
         config._ddpc_composition = space.parse_case(spelled) if spelled is not None else None
-        covering.rows(config.getoption("compositions"))  # a stale file is refused before anything runs
+        covering.stored()  # a stale file is refused before anything runs
     except ValueError as exc:
         raise pytest.UsageError(f"--case: {exc}" if spelled is not None and "compositions.json" not in str(exc)
                                 else str(exc)) from exc
@@ -72,6 +83,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if one is not None:
         labels, steps = one
         cases = [space.case_of(labels, steps or 3)]
+    elif metafunc.config.getoption("compositions") == "none":
+        cases = []
     else:
         name = metafunc.config.getoption("compositions")
         strength = next(n for n, label in covering.STRENGTHS.items() if label == name)
@@ -101,3 +114,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = avg_over_one_rank(case, world_size, backend, version)
         if reason:
             item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Which compositions ran (passed or failed, not skipped), for ``--compositions-report``."""
+    outcome = yield
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("composition") if callspec else None
+    if case is not None and outcome.get_result().when == "call":
+        item.config.stash.setdefault(RAN, {})[item.nodeid] = space.parse(case.name)
+
+
+RAN = pytest.StashKey[dict[str, dict[str, str]]]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = session.config.getoption("compositions_report")
+    if path is None:
+        return
+    name = session.config.getoption("compositions")
+    if name == "none":
+        return
+    strength = next(n for n, label in covering.STRENGTHS.items() if label == name)
+    expressible = covering.runnable(space.supported_by(session.config._ddpc_impl))
+    coverage = covering.coverage(name, list(session.config.stash.get(RAN, {}).values()), strength, expressible)
+    Path(path).write_text(json.dumps(to_json(coverage), indent=1) + "\n")

@@ -24,12 +24,10 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from datamodel import doc
-
+from .records import Coverage, Removal
 from .space import AXES, BASE, RULES, Composition, Rule, extendable, parse, spell, violated
 
 FILE = Path(__file__).with_name("compositions.json")
@@ -75,60 +73,34 @@ def blame(combo: Interaction) -> tuple[str, ...]:
     direct = tuple(r.name for r in violated(labels))
     if direct:
         return direct
-    return tuple(r.name for r in RULES if _extendable_without(labels, r))
+    return tuple(r.name for r in RULES if _extendable_without(frozenset(labels.items()), r.name))
 
 
-def _extendable_without(labels: Mapping[str, str], dropped: Rule) -> bool:
-    free = [a for a in AXES if a.name not in labels]
-    if any(r.holds(labels) is False for r in RULES if r is not dropped):
+@cache
+def _extendable_without(items: frozenset[tuple[str, str]], dropped: str) -> bool:
+    labels = dict(items)
+    if any(r.holds(labels) is False for r in RULES if r.name != dropped):
         return False
-    if not free:
-        return True
-    rest = dict(labels)
-    for label in free[0].labels:
-        rest[free[0].name] = label
-        if _extendable_without(rest, dropped):
-            return True
-    return False
+    free = next((a for a in AXES if a.name not in labels), None)
+    return free is None or any(_extendable_without(items | {(free.name, label)}, dropped) for label in free.labels)
 
 
-@dataclass(frozen=True)
-class Removal:
-    rules: tuple[str, ...] = doc("the rules that remove these combinations (together, where several)")
-    count: int = doc("how many combinations of axis values they remove")
-    example: str = doc("one of them, as axis=value pairs")
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """How much of the space a set of compositions covers: each allowed combination of ``strength`` axis values in
-    at least one case, and what the rules took away."""
-
-    name: str = doc("the set: pairwise (every pair of values, run in CI) or triples (every three, run nightly)")
-    strength: int = doc("how many axes a combination spans")
-    cases: int = doc("compositions in the set")
-    covered: int = doc("allowed combinations some case contains")
-    allowed: int = doc("combinations some composition the rules allow contains")
-    total: int = doc("combinations of values over every choice of axes, allowed or not")
-    removed: tuple[Removal, ...] = doc("combinations the rules remove, grouped by the rules that remove them")
-
-    @property
-    def complete(self) -> bool:
-        return self.covered == self.allowed
-
-
-def coverage(name: str, rows: Sequence[Composition], strength: int, with_removals: bool = True) -> Coverage:
+def coverage(name: str, rows: Sequence[Composition], strength: int,
+             expressible: Callable[[Composition], bool] | None = None) -> Coverage:
+    """What ``rows`` (the compositions that ran) cover of the combinations the rules allow and, where given,
+    ``expressible`` says the implementation can run (``runnable``)."""
     permitted = allowed(strength)
+    expressed = permitted if expressible is None else frozenset(c for c in permitted if expressible(dict(c)))
     total = sum(len(list(itertools.product(*(a.labels for a in axes))))
                 for axes in itertools.combinations(AXES, strength))
     removed: dict[tuple[str, ...], list[Interaction]] = {}
-    if with_removals:
-        for axes in itertools.combinations(AXES, strength):
-            for labels in itertools.product(*(a.labels for a in axes)):
-                combo = tuple((a.name, label) for a, label in zip(axes, labels))
-                if combo not in permitted:
-                    removed.setdefault(blame(combo), []).append(combo)
-    return Coverage(name, strength, len(rows), len(interactions(rows, strength) & permitted), len(permitted), total,
+    for axes in itertools.combinations(AXES, strength):
+        for labels in itertools.product(*(a.labels for a in axes)):
+            combo = tuple((a.name, label) for a, label in zip(axes, labels))
+            if combo not in permitted:
+                removed.setdefault(blame(combo), []).append(combo)
+    return Coverage(name, strength, len(rows), len(interactions(rows, strength) & expressed), len(expressed),
+                    len(permitted), total,
                     tuple(Removal(rules, len(combos), ",".join(f"{a}={v}" for a, v in combos[0]))
                           for rules, combos in sorted(removed.items(), key=lambda kv: -len(kv[1]))))
 
@@ -190,14 +162,14 @@ def anchor(supported: Supported) -> dict[str, str] | None:
 def fill(labels: Composition, like: Composition) -> dict[str, str] | None:
     """``labels`` completed axis by axis: ``like``'s value where the rules still allow it, else the first allowed;
     None where the rules allow none."""
-    full: dict[str, str] = {}
+    if not extendable(labels):
+        return None
+    full = dict(labels)
     for axis in AXES:
-        wanted = labels.get(axis.name, like.get(axis.name, axis.base))
-        choice = next((v for v in (wanted, *axis.labels) if extendable({**full, axis.name: v})), None)
-        if choice is None:
-            return None
-        full[axis.name] = choice
-    return full if all(full[a] == v for a, v in labels.items()) else None
+        if axis.name not in labels:
+            wanted = like.get(axis.name, axis.base)
+            full[axis.name] = next(v for v in (wanted, *axis.labels) if extendable({**full, axis.name: v}))
+    return {a.name: full[a.name] for a in AXES}
 
 
 def runnable(supported: Supported) -> Callable[[Composition], bool]:
@@ -252,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         c = coverage(name, rows(name), strength)
         print(f"{name}: {c.cases} compositions cover {c.covered} of {c.allowed} allowed combinations of {strength} "
               f"values ({c.total} in all; the rules remove {c.total - c.allowed})")
-        for r in c.removed:
+        for r in c.removals:
             print(f"  {r.count:5d} removed by {' + '.join(r.rules)}   e.g. {r.example}")
     return 0
 

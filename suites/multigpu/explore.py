@@ -29,52 +29,11 @@ from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from datamodel import doc
 
+from .records import STEPS, Exploration, Finding
 from .space import AXES, BASE, BY_NAME, Composition, extendable, moved, spell, violated
 
-STEPS = 3
-"""Steps a composition trains in the covering arrays; a finding may need fewer."""
 SHRINK_RUNS = 60
 """Runs one finding may spend on shrinking."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A failure, shrunk: the fewest axes away from the base, and the fewest steps, that still fail."""
-
-    composition: str = doc("the smallest failing composition, as --case spells it (axis=value, comma-separated): "
-                           "taking away any one of its axes makes it pass")
-    values: dict[str, list[str]] = doc("for each of its axes, every value that fails with the others held")
-    steps: int = doc("the fewest steps that still fail")
-    message: str = doc("the first line of the failure")
-    found_by: str = doc("the covering array of every three values (triples), or hypothesis' search (search)")
-    runs: int = doc("compositions run to shrink it and try the other values of its axes")
-
-    def reproduce(self, impl: str) -> str:
-        steps = f",steps={self.steps}" if self.steps != STEPS else ""
-        return f"pytest suites/multigpu --impl {impl} --case '{self.composition}{steps}'"
-
-    def axes(self) -> str:
-        """The axes that must combine, each with the values that fail."""
-        return ", ".join(f"{axis}={'|'.join(values)}" for axis, values in self.values.items())
-
-    def contains(self, labels: Composition) -> bool:
-        """Whether a composition holds this finding: each of its axes at one of the failing values."""
-        return all(labels.get(axis) in values for axis, values in self.values.items())
-
-
-@dataclass(frozen=True)
-class Exploration:
-    """What one exploration ran and found."""
-
-    impl: str = doc("the implementation explored (--impl)")
-    triples: int = doc("compositions of the triples covering array run")
-    searched: int = doc("compositions hypothesis drew and ran")
-    unsupported: int = doc("compositions skipped because the implementation cannot run them (each with its reason)")
-    explained: int = doc("compositions not run because they contain a finding already made")
-    runs: int = doc("compositions run in all, shrinking included")
-    seconds: float = doc("how long it took")
-    findings: tuple[Finding, ...] = doc("the failures found, each shrunk")
-    stopped_by: str = doc("what ended it: the number of compositions asked for, the time, or nothing left to try")
 
 
 class Budget:

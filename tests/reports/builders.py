@@ -27,7 +27,7 @@ def results(name: str = "20260101T000000Z", *, smoke: bool = False, backend: str
     collected from the records unless given."""
     records = fields.pop("benchmarks", {})
     run = Run(name=name, host="test", setup=setup(smoke=smoke, backend=backend, **(setup_changes or {})))
-    made = Results(schema=SCHEMA, run=run, settings=None, nodes=(), conformance=(), suite_world_size=None,
+    made = Results(schema=SCHEMA, run=run, settings=None, nodes=(), conformance=(), suite_world_size=None, explorations=(),
                    strength=(), benchmarks=Records(**{k: tuple(v) for k, v in records.items()}), overhead=(),
                    metrics={}, comparison=None, trend=(), claims=(), mutation=None, verdict=None, plots=())
     made = replace(made, **fields)

@@ -12,14 +12,15 @@ from reports.comparison.comparable import previous_comparable, why_not_comparabl
 from reports.comparison.series import trend
 from reports.store.model import SCHEMA, Results, encode
 from reports.store.runs import RunError, load_results, readable_runs
+from reports.store.upgrade import upgrade
 from reports.store.writer import dump_json, write_run
 from tests.pytest_run import ROOT
 from tests.reports.builders import results
 
 FIXTURES = ROOT / "fixtures" / "runs"
 SCHEMAS = {"20261125T134329Z": 1, "20261125T134518Z": 2, "20261125T134618Z": 3, "20261125T134732Z": 4,
-           "20261125T174848Z": 5}
-METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4}  # runs before the method was recorded measured by method 2
+           "20261125T174848Z": 5, "20261126T143421Z": 6}
+METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4}  # runs before the method was recorded measured by method 2
 
 
 @pytest.mark.parametrize("name, schema", SCHEMAS.items())
@@ -48,6 +49,27 @@ def test_schema_5_reads_whole_its_run_record_without_what_its_setup_holds():
     assert run.mutation is not None and len(run.claims) == len(raw["claims"]) and len(run.benchmarks.busbw) == 4
 
 
+def test_schema_6_verdict_lines_get_their_kind_and_status_from_their_words_and_flags():
+    raw = json.loads((FIXTURES / "20261126T143421Z" / "results.json").read_text())
+    run = load_results(FIXTURES / "20261126T143421Z")
+    assert [(line.kind, line.status) for line in run.verdict.lines] == [
+        ("conformance", "pass"), ("collectives", "pass"), ("gate", "pass")], run.verdict.lines
+    assert [line.text for line in run.verdict.lines] == [line["text"] for line in raw["verdict"]["lines"]]
+    assert run.explorations == () and run.verdict.exit_code == 0 and run.upgraded.left_out == ()
+
+
+def test_schema_6_failing_reported_and_unchecked_lines_keep_their_decision():
+    raw = json.loads((FIXTURES / "20261126T143421Z" / "results.json").read_text())
+    raw["verdict"]["lines"] = [
+        {"text": "suites/multigpu against x: 1 passed, 1 failed, 0 skipped", "fails": True, "error": False},
+        {"text": "gated regressions against y: 1 (busbw/z) (reported; --fail-on-regression would fail)",
+         "fails": False, "error": False},
+        {"text": "gated regressions: not checked, an earlier run cannot be read: bad", "fails": True, "error": True}]
+    lines = upgrade(raw).verdict.lines
+    assert [(line.kind, line.status) for line in lines] == [("conformance", "fail"), ("gate", "reported"),
+                                                             ("gate", "error")], lines
+
+
 def test_schema_4_records_read_whole_and_older_ones_are_named_as_left_out():
     current = load_results(FIXTURES / "20261125T134732Z")
     assert current.upgraded.left_out == (), current.upgraded
@@ -66,13 +88,13 @@ def test_schema_1_metrics_count_as_they_were_judged_then():
     assert busbw.gated and not busbw.exact and busbw.figure is None, "any schema-1 metric could fail the job"
 
 
-@pytest.mark.parametrize("last_night", ["20261125T134732Z", "20261125T174848Z"])
+@pytest.mark.parametrize("last_night", ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z"])
 def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, last_night):
-    """Last night's run (schema 4 or 5) and tonight's (current) share a setup, so the gate reads both."""
+    """Last night's run (schema 4, 5 or 6) and tonight's (current) share a setup, so the gate reads both."""
     for name in list(SCHEMAS)[:list(SCHEMAS).index(last_night) + 1]:
         shutil.copytree(FIXTURES / name, tmp_path / "runs" / name)
     old = load_results(FIXTURES / last_night)
-    new = replace(old, run=replace(old.run, name="20261126T000000Z"), upgraded=None)
+    new = replace(old, run=replace(old.run, name="20261127T000000Z"), upgraded=None)
     write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
     found, passed = previous_comparable(tmp_path / "runs", new.run.name, load_results(tmp_path / "runs" / new.run.name))
     assert found[0] == last_night and passed == [], (found, passed)
@@ -85,16 +107,16 @@ def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, la
 def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     shutil.copytree(FIXTURES, tmp_path / "runs")
     old = load_results(FIXTURES / "20261125T134732Z")
-    new = replace(old, run=replace(old.run, name="20261126T000000Z"), upgraded=None)
+    new = replace(old, run=replace(old.run, name="20261127T000000Z"), upgraded=None)
     write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
     runs = readable_runs(tmp_path / "runs")
-    assert [n for n, _ in runs] == [*SCHEMAS, "20261126T000000Z"], "every run is readable"
+    assert [n for n, _ in runs] == [*SCHEMAS, "20261127T000000Z"], "every run is readable"
     series = {(s.setup, s.key): s for s in trend(runs)}
     method_4 = [s for (setup, _), s in series.items() if "method" not in setup]
-    method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T000000Z"]
+    method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z", "20261127T000000Z"]
     assert method_4 and all([p.run for p in s.points] == method_4_runs
                             for s in method_4 if len(s.points) > 2), "the method-4 nights and tonight are one series"
-    assert any(len(s.points) == 3 for s in method_4), "some figure was measured every method-4 night"
+    assert any(len(s.points) == 4 for s in method_4), "some figure was measured every method-4 night"
 
 
 @pytest.mark.parametrize("damage, where", [

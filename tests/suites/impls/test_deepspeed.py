@@ -34,10 +34,11 @@ def test_buckets_overlap_and_clipping_map_onto_zero_options():
 
 def test_bf16_and_per_token_losses_map_onto_deepspeed_options():
     model = make_model(dtype=torch.bfloat16)
-    fp32 = zero2.engine_config(model, DDPConfig(overlap_grad_reduce=True, grad_reduce_in_fp32=True), None)
-    assert fp32["bf16"] == {"enabled": True} and fp32["communication_data_type"] == "fp32", fp32
     bf16 = zero2.engine_config(model, DDPConfig(overlap_grad_reduce=True), None)
-    assert bf16["communication_data_type"] == "bf16", bf16
+    assert bf16["bf16"] == {"enabled": True} and bf16["communication_data_type"] == "bf16", bf16
+    reason = why_not(zero2, DDPConfig(overlap_grad_reduce=True, grad_reduce_in_fp32=True))
+    assert reason and "stage_1_and_2.py:1511-1512" in reason, (
+        f"grad_reduce_in_fp32: got {reason!r}, but should be refused: ZeRO rounds fp32 sums back into bf16 grads")
     summed = zero2.engine_config(make_model(), DDPConfig(overlap_grad_reduce=True, calculate_per_token_loss=True), None)
     assert summed["gradient_allreduce_op"] == "sum", summed
 

@@ -82,7 +82,7 @@ def test_a_time_budget_stops_the_search(tmp_path):
 
 def test_compositions_an_implementation_cannot_run_are_counted_and_never_drawn(tmp_path):
     def unsupported_padding(labels, steps):
-        if labels["policy"] != "packed":
+        if labels.get("policy", "packed") != "packed":
             raise Unsupported("no padding")
 
     seen = []
@@ -91,7 +91,7 @@ def test_compositions_an_implementation_cannot_run_are_counted_and_never_drawn(t
         seen.append(labels["policy"])
         return unsupported_padding(labels, steps)
 
-    exploration = explorer(record, tmp_path, supported=lambda labels: labels["policy"] == "packed").explore(
+    exploration = explorer(record, tmp_path, supported=lambda labels: labels.get("policy", "packed") == "packed").explore(
         covering.rows("triples"), Budget(200, None))
     ran_in_search = seen[exploration.triples:]
     assert exploration.unsupported > 0 and set(ran_in_search) == {"packed"}, (exploration.unsupported,
