@@ -15,9 +15,10 @@ data-parallel group.
 
 ``grad_norm_skip_threshold`` (upstream's, for the optimizer): when the
 global grad norm, taken before clipping, exceeds it, the step is skipped:
-nothing is updated and no param is gathered; the grads stay as clipped.
-Clipping scales the fp32 main grads, as upstream's mixed-precision optimizer
-does: a bf16 grad is copied to fp32 first, never clipped in bf16.
+nothing is updated and no param is gathered. Clipping scales the fp32 main
+grads, as upstream's mixed-precision optimizer does: a bf16 grad is copied to
+fp32 first, never clipped in bf16 (an fp32 grad is its own main grad, and stays
+clipped in its buffer).
 """
 
 from __future__ import annotations

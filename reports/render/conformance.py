@@ -6,7 +6,7 @@ from typing import Sequence
 
 from ..conformance.strength import StrengthRecord
 from ..conformance.suites import SuiteRun
-from suites.multigpu.records import Exploration
+from ..views.compositions import CompositionsView
 from .table import table
 
 
@@ -36,36 +36,32 @@ SUITE_WORDS = {"pass": "PASS", "fail": "FAIL", "not applicable": "N/A"}
 """A suite run's status (``SuiteRun.status``) as the conformance table words it."""
 
 
-def compositions_markdown(results: Sequence[SuiteRun], explorations: Sequence[Exploration]) -> str:
+def compositions_markdown(view: CompositionsView) -> str:
     """How much of the configuration space each implementation's compositions covered, what the rules removed,
     and what the search past the covering arrays found, each finding with the line that reproduces it."""
-    covered = [r for r in results if r.compositions is not None]
-    if not covered and not explorations:
+    if view.empty:
         return "No composition ran (the multi-rank suite was not run)."
     parts = []
-    if covered:
-        rows = [{"implementation": r.label, "set": c.name, "compositions run": c.cases,
-                 "covered": f"{c.covered} of {c.expressible}" + (" (all)" if c.covered == c.expressible else ""),
+    if view.coverage:
+        rows = [{"implementation": c.implementation, "set": c.name, "compositions run": c.run,
+                 "covered": f"{c.covered} of {c.expressible}" + (" (all)" if c.complete else ""),
                  "it can express": c.expressible, "the rules allow": c.allowed, "in all": c.total}
-                for r in covered for c in [r.compositions]]
-        first = covered[0].compositions
+                for c in view.coverage]
+        first = view.coverage[0]
         removed = [{"removed by": " + ".join(x.rules), "combinations": x.count, "e.g.": x.example}
-                   for x in first.removals]
+                   for x in view.removals]
         parts += ["Combinations of axis values (suites/multigpu/space.py) that the compositions which ran contain, "
                   "among those each implementation can express:", table(rows, numparse=False),
                   f"The rules remove {first.total - first.allowed} of the {first.total} combinations, each for its "
                   "reason (docs/suites.md):", table(removed, numparse=False)]
-    if explorations:
-        rows = [{"implementation": e.impl, "triples run": e.triples, "drawn": e.searched, "runs": e.runs,
-                 "seconds": e.seconds, "findings": len(e.findings), "known": len(e.expected),
-                 "stopped by": e.stopped_by} for e in explorations]
+    if view.searches:
+        rows = [{"implementation": s.implementation, "triples run": s.triples, "drawn": s.drawn, "runs": s.runs,
+                 "seconds": s.seconds, "findings": s.findings, "known": s.known, "stopped by": s.stopped_by}
+                for s in view.searches]
         parts += ["The search past the covering arrays (pytest suites/multigpu --explore), each finding shrunk to "
                   "the axes that must combine:", table(rows, numparse=False)]
-        for e in explorations:
-            for f in e.findings:
-                known = f" Known: {e.expected[f.composition]}" if f.composition in e.expected else ""
-                parts.append(f"- **{e.impl}**: `{f.reproduce(e.impl)}` — the axes that must combine: {f.axes()}; "
-                             f"{f.message}.{known}")
+        parts += [f"- **{f.implementation}**: `{f.reproduce}` — the axes that must combine: {f.axes}; {f.message}."
+                  + (f" Known: {f.known}" if f.known else "") for f in view.findings]
     return "\n\n".join(parts)
 
 

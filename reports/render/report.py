@@ -16,6 +16,7 @@ from benchmarks.padding import NOTES_CLAIMS
 from benchmarks.stats import UNSTABLE_MARK
 
 from ..store.model import ClaimVerdict, Results
+from ..views.compositions import compositions_view
 from .comparison import run_comparison_markdown
 from .conformance import compositions_markdown, conformance_markdown, strength_markdown
 from .hardware import hardware_markdown, nodes_markdown, noise_markdown
@@ -51,8 +52,7 @@ def build_report(results: Results) -> str:
         "## Conformance matrix", matrix_markdown(results.conformance),
         "## Conformance", conformance_markdown(results.conformance) if results.conformance
         else "Not run (--no-suites).",
-        "## Compositions of the configuration space", compositions_markdown(results.conformance,
-                                                                            results.explorations),
+        "## Compositions of the configuration space", compositions_markdown(compositions_view(results)),
         "## Suite strength: deliberately broken implementations",
         strength_markdown(results.strength) if results.strength else
         "Not run (smoke mode, --no-suites or --no-strength); tests/reports/conformance/test_strength.py checks the "

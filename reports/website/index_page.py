@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..store.model import ClaimVerdict, Results
+from ..views.compositions import compositions_view
+from .compositions import compositions_html
 from .context import Context
 from .gate import gate_html
 from .history import SetupHistory
@@ -17,8 +19,8 @@ from .verdict import SYMBOLS, verdict_html
 
 Run = tuple[str, Results]
 RECENT = 10
-SECTIONS = (("matrix", "Conformance matrix"), ("gate", "The gate"), ("history", "History"),
-            ("claims", "Claims"), ("runs", "Recent runs"))
+SECTIONS = (("matrix", "Conformance matrix"), ("compositions", "Compositions"), ("gate", "The gate"),
+            ("history", "History"), ("claims", "Claims"), ("runs", "Recent runs"))
 UNREADABLE_SHOWN = 50
 
 
@@ -102,6 +104,8 @@ def index_page(runs: Sequence[Run], histories: Sequence[SetupHistory], unreadabl
         verdict_html(results),
         tag("h2", "Conformance matrix", id="matrix"),
         matrix_html(results.conformance, f"runs/{name}/index.html"),
+        tag("h2", "Compositions of the configuration space", id="compositions"),
+        compositions_html(compositions_view(results)),
         tag("h2", "The gate against the previous run of this setup", id="gate"),
         gate_html(results, lambda other: ctx.run_link(other, depth=0)),
         *history,

@@ -12,6 +12,8 @@ from ..conformance.families import family_of
 from ..render.matrix import matrix
 from ..render.report import build_report
 from ..store.model import Results
+from ..views.compositions import compositions_view
+from .compositions import compositions_html
 from .context import Context
 from .environment import differences, environment
 from .export import export_files
@@ -22,7 +24,7 @@ from .verdict import verdict_html
 
 Run = tuple[str, Results]
 SECTIONS = (("reproduce", "Reproduce"), ("environment", "Environment"), ("failing-checks", "Failing checks"),
-            ("exports", "Exports"), ("report", "Report"), ("hardware", "Hardware"))
+            ("compositions", "Compositions"), ("exports", "Exports"), ("report", "Report"), ("hardware", "Hardware"))
 
 
 def reproduce_html(results: Results) -> Markup:
@@ -98,6 +100,8 @@ def run_page(name: str, results: Results, previous: Run | None, report: str | No
         tag("h2", "Environment against the previous run of this setup", id="environment"),
         environment_html(results, previous, ctx),
         tag("h2", "Failing checks", id="failing-checks"), failing_html(results),
+        tag("h2", "Compositions of the configuration space", id="compositions"),
+        compositions_html(compositions_view(results)),
         tag("h2", "Exports", id="exports"),
         tag("p", "The gated figures in github-action-benchmark's custom formats, and the bus-bandwidth sweep "
                  "in nccl-tests' JSON columns:"), exports,

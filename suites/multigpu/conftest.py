@@ -12,7 +12,7 @@ from suites.multigpu.harness import plugin as harness_plugin
 
 from . import covering, space
 from .cases import params
-from .records import COMPOSED
+from .records import COMPOSED, STEPS
 from .known_issues import IMMUNE, avg_over_one_rank, nccl_version
 
 EXPLORE = "suites/multigpu/test_explore.py"
@@ -28,8 +28,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                     help="run this one composition only, e.g. 'world=1,microbatches=2' (the axes it moves from the "
                          "base; steps=N trains N steps instead of 3): a finding's reproduction line names it")
     group.addoption("--explore", type=int, default=None, metavar="N",
-                    help="run only the search: the triples covering array, then compositions hypothesis draws, N in "
-                         "all; each failure shrunk to the axes that must combine")
+                    help="run only the search: the triples covering array, then compositions hypothesis draws, N "
+                         "drawn from them in all (shrinking a failure runs more); each failure shrunk to the axes "
+                         "that must combine")
     group.addoption("--explore-seconds", type=float, default=None, metavar="S",
                     help="with --explore: stop drawing new compositions after S seconds")
     group.addoption("--explore-db", default=".hypothesis/explore", metavar="DIR",
@@ -80,9 +81,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "composition" not in metafunc.fixturenames:
         return
     one = metafunc.config._ddpc_composition
-    if one is not None:
+    if metafunc.config.getoption("explore"):
+        cases = []  # the search runs alone
+    elif one is not None:
         labels, steps = one
-        cases = [space.case_of(labels, steps or 3)]
+        cases = [space.case_of(labels, steps or STEPS)]
     elif metafunc.config.getoption("compositions") == "none":
         cases = []
     else:
@@ -96,7 +99,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     only = COMPOSED if config._ddpc_composition is not None else EXPLORE if config.getoption("explore") else None
     if only is not None:
-        kept = [item for item in items if item.nodeid.startswith(only)]
+        path, _, function = only.partition("::")
+        kept = [item for item in items if item.path.name == Path(path).name and item.path.parent.name == "multigpu"
+                and (not function or getattr(item, "originalname", item.name) == function)]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
     if config._ddpc_impl.name in IMMUNE:
@@ -122,7 +127,9 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     outcome = yield
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("composition") if callspec else None
-    if case is not None and outcome.get_result().when == "call":
+    report = outcome.get_result()
+    if case is not None and report.when == "call" and (report.passed or report.failed) and not hasattr(report,
+                                                                                                    "wasxfail"):
         item.config.stash.setdefault(RAN, {})[item.nodeid] = space.parse(case.name)
 
 
@@ -131,11 +138,10 @@ RAN = pytest.StashKey[dict[str, dict[str, str]]]()
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     path = session.config.getoption("compositions_report")
-    if path is None:
-        return
     name = session.config.getoption("compositions")
-    if name == "none":
-        return
+    if path is None or name == "none" or session.config._ddpc_composition is not None or \
+            session.config.getoption("explore"):
+        return  # a covering array's coverage: not one composition's, nor the search's
     strength = next(n for n, label in covering.STRENGTHS.items() if label == name)
     expressible = covering.runnable(space.supported_by(session.config._ddpc_impl))
     coverage = covering.coverage(name, list(session.config.stash.get(RAN, {}).values()), strength, expressible)

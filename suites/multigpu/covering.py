@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 
 from .records import Coverage, Removal
-from .space import AXES, BASE, RULES, Composition, Rule, extendable, parse, spell, violated
+from .space import AXES, BASE, RULES, Composition, extendable, moved, parse, spell, violated
 
 FILE = Path(__file__).with_name("compositions.json")
 STRENGTHS = {2: "pairwise", 3: "triples"}
@@ -71,18 +71,7 @@ def blame(combo: Interaction) -> tuple[str, ...]:
     would be allowed."""
     labels = dict(combo)
     direct = tuple(r.name for r in violated(labels))
-    if direct:
-        return direct
-    return tuple(r.name for r in RULES if _extendable_without(frozenset(labels.items()), r.name))
-
-
-@cache
-def _extendable_without(items: frozenset[tuple[str, str]], dropped: str) -> bool:
-    labels = dict(items)
-    if any(r.holds(labels) is False for r in RULES if r.name != dropped):
-        return False
-    free = next((a for a in AXES if a.name not in labels), None)
-    return free is None or any(_extendable_without(items | {(free.name, label)}, dropped) for label in free.labels)
+    return direct or tuple(r.name for r in RULES if extendable(labels, ignoring=r.name))
 
 
 def coverage(name: str, rows: Sequence[Composition], strength: int,
@@ -145,18 +134,17 @@ def generate(strength: int, optimize_ms: int = 0, factors: dict[str, list[str]] 
 
 
 def anchor(supported: Supported) -> dict[str, str] | None:
-    """A composition the implementation supports, as near the base as a few single changes get: what the axes a
-    composition leaves free are filled from."""
-    labels = dict(BASE)
-    for _ in range(len(AXES)):
-        if supported(labels):
-            return labels
-        changes = [fill({a.name: v}, labels) for a in AXES for v in a.labels if v != labels[a.name]]
-        better = next((c for c in changes if c is not None and supported(c)), None)
-        if better is not None:
-            return better
-        labels = next((c for c in changes if c is not None), labels)
-    return None
+    """A composition the implementation supports, near the base: the base, else one change from it, else the
+    stored composition of fewest moved axes it supports; what a partial composition's free axes are filled from.
+    None where it supports none of them."""
+    if supported(BASE):
+        return dict(BASE)
+    changes = (fill({a.name: v}, BASE) for a in AXES for v in a.labels if v != a.base)
+    found = next((c for c in changes if c is not None and supported(c)), None)
+    if found is not None:
+        return found
+    stored_rows = sorted(rows("pairwise") + rows("triples"), key=lambda r: len(moved(r)))
+    return next((r for r in stored_rows if supported(r)), None)
 
 
 def fill(labels: Composition, like: Composition) -> dict[str, str] | None:
@@ -173,8 +161,9 @@ def fill(labels: Composition, like: Composition) -> dict[str, str] | None:
 
 
 def runnable(supported: Supported) -> Callable[[Composition], bool]:
-    """Whether the implementation can run some composition holding these labels (some axes): the labels, the
-    rest filled from ``anchor``."""
+    """Whether the implementation can run the composition these labels (some axes) make with the rest filled
+    from ``anchor``: one completion, not every one, so a combination it could run only beside values far from
+    the anchor counts as one it cannot express."""
     like = anchor(supported)
 
     def can(labels: Composition) -> bool:

@@ -2,16 +2,23 @@
 
 ``pytest suites/multigpu --explore N`` runs the compositions of the triples
 covering array first (every three axis values meet), then compositions that
-hypothesis draws under the same rules, until N compositions have run (or
-``--explore-seconds`` have passed). A failing composition is shrunk by
-hypothesis: axes back to the base, then fewer steps; a last pass checks that
-taking away any one remaining axis makes it pass, so every axis left is one
-that must combine. Each finding is one line that reproduces it
-(``pytest suites/multigpu --impl X --case '<composition>'``). A composition
-that contains one already found is not run again: it would fail for the
-same reason. Hypothesis' example database (``--explore-db``, one folder per
-implementation) keeps every failure, and the next exploration tries them
-first.
+hypothesis draws under the same rules, until N compositions have been drawn
+from them (or ``--explore-seconds`` have passed; shrinking runs beyond
+both). A composition that fails is shrunk: hypothesis shrinks what its
+search finds (axes back to the base, then fewer steps), and a failure of
+the triples is shrunk the same way by taking away one axis at a time while it
+still fails. Either way a last pass takes away any one remaining axis, so
+every axis left is one that must combine, then tries the fewest steps and
+the other values of each axis. A composition the implementation cannot run,
+or at a world size this session cannot start, is never a step of shrinking:
+it neither fails nor passes.
+
+Each finding is one line that reproduces it (``pytest suites/multigpu
+--impl X --case '<composition>'``). A composition holding a finding's axes
+at values that failed is not run again: it would fail for the same reason.
+Hypothesis' example database (``--explore-db``, one folder per
+implementation) keeps every failure its search found, and the next
+exploration tries them first.
 """
 
 from __future__ import annotations
@@ -22,18 +29,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, Phase, assume, find, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
-from hypothesis.errors import NoSuchExample, Unsatisfiable
-
-from datamodel import doc
+from hypothesis.errors import Unsatisfiable
 
 from .records import STEPS, Exploration, Finding
-from .space import AXES, BASE, BY_NAME, Composition, extendable, moved, spell, violated
+from .space import AXES, BASE, BY_NAME, extendable, moved, spell, violated
 
 SHRINK_RUNS = 60
-"""Runs one finding may spend on shrinking."""
+"""Runs hypothesis may spend shrinking one failure of its search."""
 
 
 class Budget:
@@ -54,34 +59,34 @@ class Found(Exception):
         self.labels, self.steps, self.message = labels, steps, message
 
 
+class Unsupported(Exception):
+    """The implementation under test cannot run this composition (the reason its case skips with)."""
+
+
 Run = Callable[[dict[str, str], int], str | None]
 """Runs one composition for some steps: None if it passed, else why it failed. Raises ``Unsupported`` for a
 composition the implementation cannot run."""
 
 
-class Unsupported(Exception):
-    """The implementation under test cannot run this composition (the reason its case skips with)."""
-
-
 def compositions(worlds: Iterable[str], supported: Callable[[dict[str, str]], bool],
                  known: list[Finding]) -> st.SearchStrategy:
     """Compositions the rules allow on these world sizes and the implementation can run (``supported`` answers for
-    the axes drawn so far), drawn axis by axis (each axis shrinking to its base), none containing a finding already
+    the axes drawn so far), drawn axis by axis (each axis shrinking to its base), none holding a finding already
     made; with a number of steps (shrinking to 1)."""
     worlds = set(worlds)
 
     @st.composite
-    def draw(data) -> tuple[dict[str, str], int]:
+    def composition(draw) -> tuple[dict[str, str], int]:
         labels: dict[str, str] = {}
         for axis in AXES:
             allowed = [v for v in axis.labels if (axis.name != "world" or v in worlds)
                        and extendable({**labels, axis.name: v}) and supported({**labels, axis.name: v})]
             assume(allowed)
-            labels[axis.name] = data(st.sampled_from(allowed))
+            labels[axis.name] = draw(st.sampled_from(allowed))
         assume(not any(finding.contains(labels) for finding in known))
-        return labels, data(st.integers(1, STEPS))
+        return labels, draw(st.integers(1, STEPS))
 
-    return draw()
+    return composition()
 
 
 def first_line(message: str) -> str:
@@ -106,7 +111,10 @@ class Explorer:
         start = time.monotonic()
         ran = 0
         for labels in triples:
-            if budget.spent() or labels["world"] not in self.worlds:
+            if budget.spent():
+                break
+            if not self._runnable(labels):
+                self.unsupported += 1
                 continue
             if any(f.contains(labels) for f in self.findings):
                 self.explained += 1
@@ -115,20 +123,35 @@ class Explorer:
             ran += 1
             outcome = self._attempt(labels, STEPS)
             if outcome is not None:
-                self.findings.append(self._shrink(labels, outcome, "triples"))
+                self.findings.append(self._finish(labels, STEPS, outcome, "triples"))
         searched = self._search(budget)
-        return Exploration(self.impl, ran, searched, self.unsupported, self.explained, self.runs,
-                           round(time.monotonic() - start, 1), tuple(self.findings),
-                           budget.spent() or "nothing left to try")
+        return Exploration(impl=self.impl, triples=ran, searched=searched, unsupported=self.unsupported,
+                           explained=self.explained, runs=self.runs, seconds=round(time.monotonic() - start, 1),
+                           findings=tuple(self.findings), stopped_by=budget.spent() or "nothing left to try")
+
+    def _runnable(self, labels: dict[str, str]) -> bool:
+        """A composition this session can run: the rules allow it, its world size is here, the implementation
+        can express it."""
+        return labels["world"] in self.worlds and not violated(labels) and self.supported(labels)
 
     def _attempt(self, labels: dict[str, str], steps: int) -> str | None:
-        """None if it passed (or cannot run here), else why it failed."""
+        """None if it passed (or turned out unsupported: counted), else why it failed."""
         self.runs += 1
         try:
             return self.run(labels, steps)
         except Unsupported:
             self.unsupported += 1
             return None
+
+    def _outcome(self, labels: dict[str, str], steps: int) -> str | None | Unsupported:
+        """A shrinking step's outcome: why it failed, None if it passed, ``Unsupported`` if it cannot tell."""
+        if not self._runnable(labels):
+            return Unsupported()
+        self.runs += 1
+        try:
+            return self.run(labels, steps)
+        except Unsupported as exc:
+            return exc
 
     def _settings(self, examples: int, key: str) -> settings:
         database = DirectoryBasedExampleDatabase(f"{self.database}/{key}") if self.database else None
@@ -138,7 +161,7 @@ class Explorer:
 
     def _search(self, budget: Budget) -> int:
         """Hypothesis' search, a finding at a time: a failure it shrinks ends one search, and the next leaves out
-        compositions containing it. Returns the compositions it drew and ran (shrinking not counted)."""
+        compositions holding it. Returns the compositions it drew and ran (shrinking not counted)."""
         searched = 0
         while not budget.spent():
             state = {"drawn": 0, "shrinking": 0}
@@ -171,65 +194,38 @@ class Explorer:
             budget.left -= state["drawn"]
             if found is None:
                 break
-            self.findings.append(self._finish(found.labels, found.steps, found.message, "search",
-                                              state["shrinking"]))
+            self.findings.append(self._finish(found.labels, found.steps, found.message, "search"))
         return searched
 
-    def _shrink(self, labels: dict[str, str], message: str, found_by: str) -> Finding:
-        """The smallest sub-composition of ``labels`` (axes back to the base, fewer steps) that still fails."""
-        axes = list(moved(labels))
-        outcomes: dict[str, bool] = {}  # hypothesis must see the same answer for the same composition
-
-        def fails(drawn: tuple[dict[str, bool], int]) -> bool:
-            keep, steps = drawn
-            candidate = {**BASE, **{a: labels[a] for a in axes if keep[a]}}
-            key = f"{spell(candidate)},steps={steps}"
-            if key not in outcomes:
-                runnable = not violated(candidate) and len(outcomes) < SHRINK_RUNS
-                outcomes[key] = runnable and self._attempt(candidate, steps) is not None
-            return outcomes[key]
-
-        strategy = st.tuples(st.fixed_dictionaries({a: st.booleans() for a in axes}), st.integers(1, STEPS))
-        try:
-            keep, steps = find(strategy, fails, settings=self._settings(SHRINK_RUNS, "shrunk"),
-                               database_key=f"{self.impl}:{spell(labels)}".encode())
-            labels = {**BASE, **{a: labels[a] for a in axes if keep[a]}}
-        except NoSuchExample:  # no smaller failure within the runs: the composition as found
-            steps = STEPS
-        return self._finish(labels, steps, message, found_by, len(outcomes))
-
-    def _finish(self, labels: dict[str, str], steps: int, message: str, found_by: str, runs: int) -> Finding:
-        """Take away any axis whose removal still fails, until every axis left is needed; then try the other
-        values of each."""
-        outcome = self._attempt(labels, steps)
-        message = outcome or message
-        changed = True
+    def _finish(self, labels: dict[str, str], steps: int, message: str, found_by: str) -> Finding:
+        """Shrink a failure: take away any axis whose removal still fails until every axis left is needed, then
+        the fewest steps that fail, then the other values of each axis that fail with the others held."""
+        start = self.runs
+        confirmed = self._outcome(labels, steps)
+        if not isinstance(confirmed, str):  # it did not fail again: reported as it was found, not shrunk
+            return Finding(spell(labels), {a: [v] for a, v in moved(labels).items()}, steps,
+                           f"flaky: failed once, then not ({first_line(message)})", found_by, self.runs - start)
+        message, changed = confirmed, True
         while changed:
             changed = False
             for axis in moved(labels):
-                candidate = {**labels, axis: BY_NAME[axis].base}
-                if violated(candidate):
-                    continue
-                runs += 1
-                outcome = self._attempt(candidate, steps)
-                if outcome is not None:
-                    labels, message, changed = candidate, outcome, True
+                outcome = self._outcome({**labels, axis: BY_NAME[axis].base}, steps)
+                if isinstance(outcome, str):
+                    labels, message, changed = {**labels, axis: BY_NAME[axis].base}, outcome, True
                     break
+        for fewer in range(1, steps):
+            outcome = self._outcome(labels, fewer)
+            if isinstance(outcome, str):
+                steps, message = fewer, outcome
+                break
         values = {}
         for axis, value in moved(labels).items():
-            values[axis] = [value]
-            for other in BY_NAME[axis].labels:
-                candidate = {**labels, axis: other}
-                if other in (value, BY_NAME[axis].base) or violated(candidate):
-                    continue
-                runs += 1
-                if self._attempt(candidate, steps) is not None:
-                    values[axis].append(other)
+            values[axis] = [value] + [other for other in BY_NAME[axis].labels if other not in (value, BY_NAME[axis].base)
+                                      and isinstance(self._outcome({**labels, axis: other}, steps), str)]
         values = {axis: sorted(vs, key=BY_NAME[axis].labels.index) for axis, vs in values.items()}
         simplest = {**labels, **{axis: vs[0] for axis, vs in values.items()}}
         if simplest != labels:  # each axis at its first failing value, if they fail together too
-            runs += 1
-            outcome = self._attempt(simplest, steps)
-            if outcome is not None:
+            outcome = self._outcome(simplest, steps)
+            if isinstance(outcome, str):
                 labels, message = simplest, outcome
-        return Finding(spell(labels), values, steps, first_line(message), found_by, runs)
+        return Finding(spell(labels), values, steps, first_line(message), found_by, self.runs - start)

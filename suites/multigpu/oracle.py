@@ -124,7 +124,7 @@ class GlobalBatch:
         if case.skip_above is not None and norm is not None and norm > case.skip_above:
             return before
         for name, master in self.masters.items():
-            master.grad = grads[name].reshape(master.shape).to(master.dtype, copy=True)
+            master.grad = grads[name].reshape(master.shape).to(master.device, master.dtype, copy=True)
         if case.clip is not None and norm is not None:
             torch.nn.utils.clip_grads_with_norm_(list(self.masters.values()), case.clip, torch.tensor(norm))
         self.opt.step()

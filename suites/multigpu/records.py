@@ -51,7 +51,7 @@ class Finding:
     steps: int = doc("the fewest steps that still fail")
     message: str = doc("the first line of the failure")
     found_by: str = doc("the covering array of every three values (triples), or hypothesis' search (search)")
-    runs: int = doc("compositions run to shrink it and try the other values of its axes")
+    runs: int = doc("compositions run to confirm it, shrink it further and try the other values of its axes")
 
     def test(self) -> str:
         """The node id of the test this composition runs as."""

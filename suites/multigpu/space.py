@@ -21,12 +21,14 @@ support is never a rule: its cases skip with the reason
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
 from .cases import MID, TINY, Case
 from .moe import Topology
+from .records import STEPS
 
 CLIP = {"l2": 0.05, "inf": 2e-3}
 """max_norm of a clip that every step's norm exceeds: the L2 and inf norms of this suite's models stay above 0.43
@@ -72,6 +74,8 @@ class Axis:
         return tuple(v.label for v in self.values)
 
     def value(self, label: str) -> Value:
+        if label not in self.labels:
+            raise ValueError(f"{self.name}: got {label!r}, but should be one of {', '.join(self.labels)}")
         return self.values[self.labels.index(label)]
 
 
@@ -212,25 +216,25 @@ RULES: tuple[Rule, ...] = (
     _rule("a forced all-reduce, then no finalize", {"force-all-reduce": ON}, {"loss": "mean"},
           "the forced all-reduce is finish_grad_sync's, which divides by no token count"),
 )
-RULES_BY_NAME = {r.name: r for r in RULES}
 
 
 def violated(labels: Composition) -> list[Rule]:
     return [r for r in RULES if r.holds(labels) is False]
 
 
-def extendable(labels: Composition) -> bool:
-    """Whether ``labels`` (some axes) can be completed into a composition every rule allows."""
-    return _extendable(frozenset(labels.items()))
+def extendable(labels: Composition, ignoring: str | None = None) -> bool:
+    """Whether ``labels`` (some axes) can be completed into a composition every rule allows (every rule but the
+    one named ``ignoring``)."""
+    return _extendable(frozenset(labels.items()), ignoring)
 
 
 @cache
-def _extendable(items: frozenset[tuple[str, str]]) -> bool:
+def _extendable(items: frozenset[tuple[str, str]], ignoring: str | None) -> bool:
     labels = dict(items)
-    if violated(labels):
+    if any(r.holds(labels) is False for r in RULES if r.name != ignoring):
         return False
     free = next((a for a in AXES if a.name not in labels), None)
-    return free is None or any(_extendable(items | {(free.name, label)}) for label in free.labels)
+    return free is None or any(_extendable(items | {(free.name, label)}, ignoring) for label in free.labels)
 
 
 def check(labels: Composition) -> None:
@@ -273,8 +277,10 @@ def parse_case(text: str) -> tuple[dict[str, str], int | None]:
         name, eq, label = (x.strip() for x in part.partition("="))
         if not eq:
             raise ValueError(f"got {part!r}, but should be axis=value (or base), e.g. world=1,microbatches=2")
+        if name in labels or name == "steps" and steps is not None:
+            raise ValueError(f"{name}: got it twice in {text!r}, but should be given once")
         if name == "steps":
-            if not label.isdigit() or int(label) < 1:
+            if not re.fullmatch(r"[0-9]+", label) or int(label) < 1:
                 raise ValueError(f"steps: got {label!r}, but should be a whole number of at least 1")
             steps = int(label)
             continue
@@ -283,7 +289,7 @@ def parse_case(text: str) -> tuple[dict[str, str], int | None]:
     return {**BASE, **labels}, steps
 
 
-def case_of(labels: Composition, steps: int = 3) -> Case:
+def case_of(labels: Composition, steps: int = STEPS) -> Case:
     """The ``Case`` a composition trains, named by its spelling."""
     full = {**BASE, **labels}
     case = Case(spell(full), steps=steps)

@@ -378,21 +378,21 @@ def whole_reduced_grads(ctx, ours: UnderTest, numels: dict[str, int]) -> tuple[d
     everyone: list = [None] * ctx.world_size
     torch.distributed.all_gather_object(everyone, mine, group=ctx.control_group)
     whole = {name: torch.zeros(numel) for name, numel in numels.items()}
-    held = {name: torch.zeros(numel, dtype=torch.bool) for name, numel in numels.items()}
+    filled = {name: torch.zeros(numel, dtype=torch.bool) for name, numel in numels.items()}
     problems = []
     for rank, pieces in enumerate(everyone):
         for name, start, values in pieces:
             where = slice(start, start + values.numel())
-            seen = held[name][where]
+            seen = filled[name][where]
             before = whole[name][where][seen]
             if seen.any() and not torch.equal(before, values[seen]):
                 problems.append(f"rank {rank} holds {int((before != values[seen]).sum())} elements of {name}'s reduced "
                                 "grad differently from a rank before it, but replicas of a reduction should hold the "
                                 "same values")
             whole[name][where] = values
-            held[name][where] = True
+            filled[name][where] = True
     problems += [f"{int((~h).sum())} of {h.numel()} elements of {name}'s reduced grad: held by no rank, but should be "
-                 "by at least one" for name, h in held.items() if not h.all()]
+                 "by at least one" for name, h in filled.items() if not h.all()]
     return whole, problems
 
 
@@ -425,7 +425,8 @@ def check_update(ctx, case: Case, arithmetic: Arithmetic, norm: float | None, he
     assert abs(norm - own) <= rounding * own, (
         f"step {step} grad norm: got {norm}, but should be {own} (the norm of the reduced grads the ranks hold, each "
         f"element once) within {rounding:.2g} of it")
-    slack = _norm(bounds.values(), p) + rounding * theirs
+    apart = _norm(bounds.values(), p)
+    slack = apart + rounding * (theirs + apart)  # the grads may lie ``apart`` from the oracle's, then round
     assert abs(norm - theirs) <= slack, (
         f"step {step} grad norm: got {norm}, but should be {theirs} within {slack:.3g} (single process)")
     sides = [(name, value, reached) for name, value, reached in (

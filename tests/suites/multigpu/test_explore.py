@@ -7,13 +7,17 @@ failing values, the fewest steps, and nothing else. Against a stand-in that
 never fails it finds nothing and spends the budget it was given.
 """
 
+import json
 import time
 
 import pytest
 
+from datamodel import from_json
 from suites.multigpu import covering
 from suites.multigpu.explore import Budget, Explorer, Unsupported
+from suites.multigpu.records import Exploration
 from suites.multigpu.space import BASE, check
+from tests.pytest_run import run_pytest
 
 WORLDS = ("1", "2", "3", "4")
 
@@ -80,22 +84,31 @@ def test_a_time_budget_stops_the_search(tmp_path):
     assert time.monotonic() - start < 10 and exploration.stopped_by == "time", exploration
 
 
-def test_compositions_an_implementation_cannot_run_are_counted_and_never_drawn(tmp_path):
-    def unsupported_padding(labels, steps):
-        if labels.get("policy", "packed") != "packed":
-            raise Unsupported("no padding")
-
+def test_compositions_an_implementation_cannot_run_are_counted_and_never_run(tmp_path):
     seen = []
 
     def record(labels, steps):
         seen.append(labels["policy"])
-        return unsupported_padding(labels, steps)
 
     exploration = explorer(record, tmp_path, supported=lambda labels: labels.get("policy", "packed") == "packed").explore(
         covering.rows("triples"), Budget(200, None))
-    ran_in_search = seen[exploration.triples:]
-    assert exploration.unsupported > 0 and set(ran_in_search) == {"packed"}, (exploration.unsupported,
-                                                                                set(ran_in_search))
+    assert exploration.unsupported > 0 and set(seen) == {"packed"}, (exploration.unsupported, set(seen))
+
+
+def test_shrinking_never_steps_outside_the_world_sizes_or_what_the_implementation_supports(tmp_path):
+    """At a torchrun world size of 1 with padding unsupported, a failure of world 1 shrinks without trying world
+    2 (which this session cannot start) or a padded policy."""
+    tried = []
+
+    def fails_at_one(labels, steps):
+        tried.append((labels["world"], labels["policy"]))
+        return "AssertionError: x" if labels["microbatches"] != "1" else None
+
+    supported = lambda labels: labels.get("policy", "packed") == "packed"  # noqa: E731
+    exploration = Explorer(fails_at_one, "stand-in", ("1",), supported, None).explore(
+        covering.rows("triples"), Budget(40, None))
+    assert {w for w, _ in tried} == {"1"} and {p for _, p in tried} == {"packed"}, set(tried)
+    assert [f.composition for f in exploration.findings] == ["world=1,microbatches=2"], exploration.findings
 
 
 @pytest.mark.parametrize("world", ["2"])
@@ -104,3 +117,22 @@ def test_a_torchrun_world_size_bounds_every_composition(tmp_path, world):
     Explorer(lambda labels, steps: worlds.append(labels["world"]), "stand-in", (world,), lambda labels: True,
              None).explore(covering.rows("triples"), Budget(60, None))
     assert set(worlds) == {world} and BASE["world"] == world
+
+
+def test_the_search_shrinks_a_three_axis_bug_of_the_catalogue_to_its_axes_on_real_ranks(tmp_path):
+    """``pytest suites/multigpu --explore`` against the catalogue's one-rank shard bug: the 15th composition of
+    the triples holds it (two instances at world 2, two microbatches, a distributed policy); the finding names
+    those three axes, and the line that reproduces it does."""
+    report = tmp_path / "exploration.json"
+    spec = "fixtures.broken.one_rank_shard_adds_twice"
+    proc = run_pytest("suites/multigpu", "--impl", spec, "--explore", "15", "--explore-db", str(tmp_path / "db"),
+                      "--explore-report", str(report), in_process=True)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    exploration = from_json(Exploration, json.loads(report.read_text()))
+    assert [set(f.values) for f in exploration.findings] == [{"policy", "microbatches", "instances"}], exploration
+    finding = exploration.findings[0]
+    assert finding.values["policy"] == ["padded", "high-busbw", "shard-aligned"], finding.values
+    assert finding.reproduce(spec) in proc.stdout, proc.stdout[-2000:]
+    again = run_pytest("suites/multigpu", "--impl", spec, "--case", finding.reproduce(spec).split("--case ")[1]
+                       .strip("'"), in_process=True)
+    assert again.returncode == 1 and "1 failed" in again.stdout, again.stdout[-2000:]
