@@ -187,6 +187,8 @@ def optimizer_config(make_optimizer, max_grad_norm: float | None, ddp: MegatronD
 class MegatronCoreImplementation(Declared):
     name = "megatron"
     lacks = LACKS + unmapped((), "megatron-core cannot be imported here")  # until it imports (__init__)
+    skip_norm_types = frozenset({2.0})
+    """Upstream decides a skip from the L2 norm its clipping computed."""
 
     def __init__(self) -> None:
         self.version = megatron_cpu.installed_version() or "not installed"
@@ -259,7 +261,7 @@ class MegatronCoreImplementation(Declared):
             reason = why_not(self, "grad_norm_skip_threshold")
             if reason:
                 raise ValueError(f"grad_norm_skip_threshold: got {grad_norm_skip_threshold}, but {reason}")
-            if max_grad_norm is not None and norm_type != 2.0:
+            if max_grad_norm is not None and norm_type not in self.skip_norm_types:
                 raise ValueError(f"grad_norm_skip_threshold: got {grad_norm_skip_threshold} with norm_type "
                                  f"{norm_type}, but should be None then: upstream skips by its L2 norm")
         return MegatronOptimizer(ddp, make_optimizer, max_grad_norm, norm_type, grad_norm_skip_threshold)

@@ -186,6 +186,14 @@ class ClipsNormTypes(Protocol):
 
 
 @runtime_checkable
+class SkipsByNormTypes(Protocol):
+    """An implementation whose step skipping (``grad_norm_skip_threshold``) reads some norm types only: beside
+    clipping by another norm it cannot skip (megatron-core skips by its L2 norm)."""
+
+    skip_norm_types: frozenset[float]
+
+
+@runtime_checkable
 class StepsInParamDtype(Protocol):
     """An implementation whose optimizer steps each param in its own dtype, with no fp32 main copy of a bf16
     param (FSDP2 without a mixed-precision policy); without this, bf16 params are stepped through fp32 main

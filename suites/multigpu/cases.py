@@ -16,7 +16,7 @@ import torch
 
 from reference.config import DDPConfig
 
-from suites.impls.protocol import ClipsNormTypes
+from suites.impls.protocol import ClipsNormTypes, SkipsByNormTypes
 from suites.impls.support import provides, why_not
 
 from .moe import Topology
@@ -99,6 +99,11 @@ class Case:
                 and self.norm_type not in impl.clip_norm_types:
             reason = (f"{impl.name} clips by the {' or '.join(_norm_name(t) for t in sorted(impl.clip_norm_types))} "
                       f"norm only; this case clips by the {_norm_name(self.norm_type)} norm")
+        if not reason and self.skip_above is not None and self.clip is not None \
+                and isinstance(impl, SkipsByNormTypes) and self.norm_type not in impl.skip_norm_types:
+            reason = (f"{impl.name} skips a step by the "
+                      f"{' or '.join(_norm_name(t) for t in sorted(impl.skip_norm_types))} norm only; this case "
+                      f"clips by the {_norm_name(self.norm_type)} norm")
         if reason or provides(impl, "optimizer"):
             return reason
         stepped = not self.grad_sync_only

@@ -225,3 +225,22 @@ def test_the_adapters_have_the_optional_members_they_had():
     assert shared == {"fsdp2": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
                       "deepspeed-zero1": "deepspeed-zero1", "deepspeed-zero3": "deepspeed",
                       "deepspeed-round-robin": "deepspeed-round-robin"}, shared
+
+
+def test_skipping_beside_clipping_by_a_norm_the_implementation_cannot_skip_by_is_unsupported():
+    """megatron-core decides a skip from the L2 norm its clipping computed: a case that clips by the inf norm and
+    skips a step is not one it can express, said before the adapter is asked (which refuses it mid-run)."""
+    from suites.impls.megatron_core import MegatronCoreImplementation
+    from suites.multigpu.cases import Case
+
+    class SkipsByL2(ReferenceImplementation):
+        skip_norm_types = frozenset({2.0})
+
+    inf_clip_and_skip = Case("inf-clip-skip", clip=1.0, norm_type=float("inf"), skip_above=100.0)
+    reason = inf_clip_and_skip.unsupported_by(SkipsByL2())
+    assert reason == "reference skips a step by the L2 norm only; this case clips by the inf norm", reason
+    assert inf_clip_and_skip.unsupported_by(ReferenceImplementation()) is None
+    for supported in (Case("l2-clip-skip", clip=1.0, skip_above=100.0), Case("inf-skip", norm_type=float("inf"), skip_above=100.0),
+                      Case("inf-clip", clip=1.0, norm_type=float("inf"))):
+        assert supported.unsupported_by(SkipsByL2()) is None, supported
+    assert MegatronCoreImplementation.skip_norm_types == {2.0}
