@@ -171,8 +171,8 @@ def measure_tuning(ctx, impl, model: Model, sampling: Sampling, progress: Progre
     verification = _moved(plan, first, recommendation, verify(checks_of(times)))
     lone = lone_rank(ctx.world_size, "for a bucket size to change")
     if lone or smoke:
-        why = lone.why if lone else "a smoke run (one round on tiny inputs) verifies nothing"
-        verification = replace(verification, verified=False, why=f"unverified: {why}")
+        verification = verification.against(lone.why if lone else
+                                            "a smoke run (one round on tiny inputs) verifies nothing")
     overshoot = sleep_overshoot(sleeps) if ctx.device.type == "cpu" else None
     return BucketSizeRecord(impl=impl.name, model=model, wait_ms=wait_s * 1e3, inputs=inputs,
                             predictions=predictions, recommendation=recommendation, verification=verification,
@@ -187,12 +187,11 @@ def _moved(plan: Plan, first: int | None, recommendation: Recommendation,
     measured, best = size_label(first), size_label(recommendation.bucket_size)
     within = f"within {recommendation.tolerance:.0%} of the verification rounds' best, {best}"
     if not any(plan.same_layout(first, size) for size in recommendation.within):
-        return replace(verification, verified=False, why=(
-            f"unverified: the size measured as recommended, {measured} (the calibration's best), is not "
-            f"{within}; {verification.why}"))
+        return verification.against(f"the size measured as recommended, {measured} (the calibration's best), is "
+                                    f"not {within}")
     if not plan.same_layout(first, recommendation.bucket_size):
-        return replace(verification, why=(
-            f"{verification.why}; the size measured as recommended, {measured} (the calibration's best), is "
+        return replace(verification, held=(
+            f"{verification.held}; the size measured as recommended, {measured} (the calibration's best), is "
             f"{within}"))
     return verification
 

@@ -26,6 +26,8 @@ The method, for one model at one data-parallel size (docs/tuning.md):
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
@@ -213,9 +215,22 @@ class Verification:
     checks: tuple[Check, ...] = doc("each size, predicted and measured")
     target: float = doc("the largest error (|predicted / measured - 1|, median over rounds) a prediction "
                         "may have")
-    verified: bool = doc("every prediction within the target, and no size measured faster than the "
-                         "recommendation beyond noise")
-    why: str = doc("what decided it, in words")
+    verified: bool = doc("every prediction within the target, no size measured faster than the recommendation "
+                         "beyond noise, and nothing else against it (problems is empty)")
+    problems: tuple[str, ...] = doc("what stands against the recommendation, each in words; empty when verified")
+    held: str = doc("what was checked and held, in words (the evidence beside the verdict); empty when nothing "
+                    "could be checked")
+
+    def evidence(self) -> str:
+        """What the verdict rests on, to follow it: what held, or what stands against it and what held all the
+        same."""
+        if self.verified:
+            return self.held
+        return "; ".join(self.problems) + (f" (what held: {self.held})" if self.held else "")
+
+    def against(self, problem: str) -> "Verification":
+        """The same checks with one more problem: unverified."""
+        return dataclasses.replace(self, verified=False, problems=(*self.problems, problem))
 
 
 def verify(checks: Sequence[Check], target: float = TARGET) -> Verification:
@@ -232,12 +247,13 @@ def verify(checks: Sequence[Check], target: float = TARGET) -> Verification:
         problems += [f"{c.role} ({size_label(c.bucket_size)}) measured faster than the recommendation beyond "
                      f"noise ({c.measured_ms.median:.4g} ms against {recommended.measured_ms.median:.4g} ms)"
                      for c in checks if c is not recommended and c.measured_ms.bounds[1] < low]
+    held = [f"{c.role} ({size_label(c.bucket_size)}) within ±{target:.0%}: {c.error.median:+.1%}"
+            for c in checks if not c.missed(target)]
     if problems:
-        return Verification(tuple(checks), target, False, "unverified: " + "; ".join(problems))
-    errors = ", ".join(f"{c.role} {c.error.median:+.1%}" for c in checks)
-    return Verification(tuple(checks), target, True,
-                        f"verified: every prediction within ±{target:.0%} of its measurement ({errors}), and "
-                        "no size measured faster than the recommendation beyond noise")
+        return Verification(tuple(checks), target, False, tuple(problems), "; ".join(held))
+    return Verification(tuple(checks), target, True, (),
+                        f"every prediction within ±{target:.0%} of its measurement ({'; '.join(held)}), and no "
+                        "size measured faster than the recommendation beyond noise")
 
 
 def size_label(bucket_size: int | None) -> str:

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from cli import Arg, OutFolder, Parser
 from datamodel import doc, from_json, to_json
 from ranks.startup import outside_torchrun
 
@@ -231,28 +232,43 @@ def summary_markdown(steps: Sequence[Step], total_s: float) -> str:
             + ("\n## Failures by cause\n\n" + "\n\n".join(causes) + "\n" if causes else ""))
 
 
+class StepNames(Arg):
+    """Comma-separated names of the check's steps."""
+
+    kind = "names"
+
+    def __call__(self, text: str) -> list[str]:
+        wanted = [name for name in text.split(",") if name]
+        known = [s.name for s in plan(Path("."), 8)]
+        unknown = sorted(set(wanted) - set(known))
+        if not wanted or unknown:
+            self.refuse(text, f"comma-separated step names among {', '.join(known)}")
+        return wanted
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.gpu_check", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=OutFolder("the check's folder"),
+                   help="directory for the summary, the logs and the runs")
+    p.add_argument("--steps", type=StepNames(), help="comma-separated step names to run (default: every step)")
+    p.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.gpu_check", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, help="directory for the summary, the logs and the runs")
-    parser.add_argument("--steps", help="comma-separated step names to run (default: every step)")
-    parser.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     if args.environment:
         print(json.dumps(to_json(environment())))
         return 0
     if args.out is None:
-        parser.error("--out: got nothing, but should be a directory for the check's files")
+        parser_.error("--out: got nothing, but should be a directory for the check's files")
     import torch
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     steps = plan(args.out.resolve(), gpus)
     if args.steps:
-        wanted = args.steps.split(",")
-        unknown = sorted(set(wanted) - {s.name for s in steps})
-        if unknown:
-            parser.error(f"--steps: got {unknown}, but should be among {', '.join(s.name for s in steps)}")
-        steps = [s for s in steps if s.name in wanted]
+        steps = [s for s in steps if s.name in args.steps]
     elif gpus == 0:
         print("No CUDA device here: the GPU check runs on a GPU node (use --steps environment,hardware to "
               "try its first steps anyway).", file=sys.stderr)

@@ -21,7 +21,6 @@ import json
 import sys
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Sequence
 
 from benchmarks.bucket_size import IMPL, BucketSizeRecord, tune_on_ranks
@@ -36,15 +35,17 @@ from benchmarks.stats import Figure
 from benchmarks.tuning_inputs import CurvePoint, model_specs
 from benchmarks.tuning import (GRID_START, Inputs, Prediction, Recommendation, candidate_sizes, predict_all,
                                recommend, size_label)
+from cli import Count, Parser, Real
 from datamodel import doc, to_json
 from ranks import run_on_ranks
+from ranks.capacity import WorldSize
 from ranks.joining import pick_backend
 from reference.layout import LayoutConfig, POLICIES
 from reference.layout.cli import DTYPES, add_model_source, check_model_source, describe, read_specs
 
+from .store.arguments import RunOrLatest
 from .render.sections.bucket_size import predictions_markdown, recommendation_line, verification_markdown
 from .store.model import Results
-from .store.runs import RunError, latest, load_results
 
 DEFAULT_TOKENS = 4096
 CURVE_BUDGET_S = 20.0
@@ -94,68 +95,45 @@ class TuneReport:
     smoke: bool = doc("a smoke run: tiny inputs, one round, nothing verified")
 
 
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.tune", description=__doc__)
+    add_model_source(p)
+    p.add_argument("--dp", type=Count(2, why="at one rank nothing is communicated, so every bucket size is the "
+                                             "same"), required=True, help="data-parallel size to tune for")
+    p.add_argument("--policy", choices=list(POLICIES), default="padded",
+                   help="padding policy (default padded: the distributed optimizer, reduce-scatter)")
+    p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="the dtype every param is planned in "
+                   "(default bf16)")
+    p.add_argument("--grad-reduce-in-fp32", action="store_true")
+    p.add_argument("--from-run", type=RunOrLatest(), metavar="RUN",
+                   help="a run directory of `python -m reports` (or a runs root: its latest) whose bus-bandwidth "
+                        "records give the curve (default: a calibrated sweep now)")
+    p.add_argument("--compute-ms", type=Real(above=0, unit="milliseconds"),
+                   help="the backward's compute per step, in ms, spread over the params by FLOPs (default: the "
+                        "model's layer shapes timed here)")
+    p.add_argument("--tokens", type=Count(1), default=DEFAULT_TOKENS,
+                   help=f"tokens per rank per step, for timing the layer shapes (default {DEFAULT_TOKENS})")
+    p.add_argument("--grid-start", type=Count(1, unit="of elements"), default=GRID_START, metavar="ELEMENTS",
+                   help=f"the grid's smallest bucket, in elements (default {GRID_START:,})")
+    p.add_argument("--world-size", type=WorldSize(2, why="the verification measures communication"), default=2,
+                   help="ranks the measurements here run on (default 2; no more than this machine holds)")
+    p.add_argument("--budget", type=Real(above=0, unit="seconds"), default=VERIFY_BUDGET_S,
+                   help=f"seconds of verification rounds (default {VERIFY_BUDGET_S:g})")
+    p.add_argument("--smoke", action="store_true", help="tiny inputs and one round: proves the path, verifies "
+                   "nothing")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    return p
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m reports.tune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_source(parser)
-    parser.add_argument("--dp", type=int, required=True, help="data-parallel size to tune for")
-    parser.add_argument("--policy", choices=list(POLICIES), default="padded",
-                        help="padding policy (default padded: the distributed optimizer, reduce-scatter)")
-    parser.add_argument("--dtype", choices=list(DTYPES), default="bf16",
-                        help="the dtype every param is planned in (default bf16)")
-    parser.add_argument("--grad-reduce-in-fp32", action="store_true")
-    parser.add_argument("--from-run", type=Path, metavar="RUN",
-                        help="a run directory of `python -m reports` (or a runs root: its latest) whose "
-                             "bus-bandwidth records give the curve (default: a calibrated sweep now)")
-    parser.add_argument("--compute-ms", type=float,
-                        help="the backward's compute per step, in ms, spread over the params by FLOPs "
-                             "(default: the model's layer shapes timed here)")
-    parser.add_argument("--tokens", type=int, default=DEFAULT_TOKENS,
-                        help=f"tokens per rank per step, for timing the layer shapes (default "
-                             f"{DEFAULT_TOKENS})")
-    parser.add_argument("--grid-start", type=int, default=GRID_START, metavar="ELEMENTS",
-                        help=f"the grid's smallest bucket, in elements (default {GRID_START:,})")
-    parser.add_argument("--world-size", type=int, default=2,
-                        help="ranks the measurements here run on (default 2)")
-    parser.add_argument("--budget", type=float, default=VERIFY_BUDGET_S,
-                        help=f"seconds of verification rounds (default {VERIFY_BUDGET_S:g})")
-    parser.add_argument("--smoke", action="store_true",
-                        help="tiny inputs and one round: proves the path, verifies nothing")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    args = parser.parse_args(argv)
-    if args.dp < 2:
-        parser.error(f"--dp: got {args.dp}, but should be >= 2: at one rank nothing is communicated, so "
-                     "every bucket size is the same")
-    check_model_source(parser, args)
-    if args.compute_ms is not None and not 0 < args.compute_ms < float("inf"):
-        parser.error(f"--compute-ms: got {args.compute_ms}, but should be a positive number of milliseconds")
-    if args.tokens < 1:
-        parser.error(f"--tokens: got {args.tokens}, but should be >= 1")
-    if args.grid_start < 1:
-        parser.error(f"--grid-start: got {args.grid_start}, but should be >= 1 element")
-    if args.world_size < 2:
-        parser.error(f"--world-size: got {args.world_size}, but should be >= 2: the verification measures "
-                     "communication")
-    if not args.budget > 0:
-        parser.error(f"--budget: got {args.budget}, but should be above 0 seconds")
+    parser_ = parser()
+    args = parser_.parse_args(argv)
+    check_model_source(parser_, args)
     return args
 
 
 def progress(message: str) -> None:
     print(f"[tune {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def read_run(path: Path) -> Results:
-    """A run folder, a runs root (its latest run) or its ``latest`` pointer, read."""
-    try:
-        if path.name == "latest" and path.is_file():
-            path = latest(path.parent)
-        elif path.is_dir() and not (path / "results.json").exists() and (path / "latest").exists():
-            path = latest(path)
-        return load_results(path)
-    except RunError as exc:
-        raise ValueError(f"--from-run: got {path}, which cannot be read ({exc}), but should be a run folder "
-                         "written by `python -m reports` (reports/runs/<name>), or a runs root") from None
 
 
 def curve_from_run(results: Results, collective: str, policy: str) -> tuple[CollectiveCurve, CurveSource]:
@@ -252,7 +230,7 @@ def tune(args) -> TuneReport:
     dtype = DTYPES[args.dtype]
     config = LayoutConfig(args.dp, args.policy, None, args.grad_reduce_in_fp32, expert_dp=args.dp // args.ep)
     collective = collective_for(config)
-    results = read_run(args.from_run) if args.from_run else None
+    results = args.from_run
     label, specs, found = read_specs(args, dtype)
     ran = curve_from_run(results, collective, args.policy) if results else None
     profile = compute_profile(args, specs)
@@ -284,8 +262,8 @@ def text(report: TuneReport) -> str:
     curve, record = report.curve, report.verification
     sizes = ", ".join(f"{p.size_bytes:,} B" for p in curve.points)
     model = record.model
-    verdict = ("verified on this machine" if report.verified else
-               "UNVERIFIED: " + record.verification.why.removeprefix("unverified: "))
+    verification = record.verification
+    verdict = ("verified on this machine" if verification.verified else "UNVERIFIED") + f": {verification.evidence()}"
     lines = [
         f"Model: {report.model}; dp {report.dp}, ep {report.ep}, policy {report.policy}, {report.dtype} "
         f"params, {report.element_bytes}-byte grads." + (f"\n{report.read}" if report.read else ""),

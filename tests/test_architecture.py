@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("compat", "datamodel"),
+    ("cli", "compat", "datamodel"),
     ("reference",),
     ("hardware", "ranks"),
     ("suites",),

@@ -31,7 +31,7 @@ from ..conformance.strength import StrengthRecord
 from ..conformance.suites import SuiteRun
 from suites.multigpu.records import Exploration
 
-SCHEMA = 7
+SCHEMA = 8
 METHOD = 4
 """How the benchmarks measure; raised whenever a figure is taken differently (4: rounds calibrated to targets,
 impossible and noise-bound figures refused)."""
@@ -181,7 +181,18 @@ class ClaimVerdict:
     source: str = doc("the design note it comes from")
     claim: str = doc("the claim, with its range")
     measured: str = doc("what was measured, with its interval")
-    verdict: str = doc("holds, does not hold here, not measurable on this backend (why), not measured (why)")
+    outcome: Literal["holds", "does not hold", "not measurable", "not measured", "not assessed"] = doc(
+        "holds (the claimed range meets the measured interval), does not hold (the interval lies wholly outside), "
+        "not measurable (the backend lacks the mechanism), not measured (the run has no such figure), not "
+        "assessed (a smoke run)")
+    why: str = doc("why it was not measurable, measured or assessed; empty when it holds or does not")
+
+    @property
+    def verdict(self) -> str:
+        """The outcome in words, with its reason."""
+        words = {"does not hold": "does not hold here", "not measurable": "not measurable on this backend"}.get(
+            self.outcome, self.outcome)
+        return f"{words}: {self.why}" if self.why else words
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,9 @@ def bucket_size_record(width: int = 256, depth: int = 64, recommended: int | Non
     return BucketSizeRecord(impl="reference", model=Model(width=width, depth=depth, batch=4, wait_ratio=2.0),
                             wait_ms=2.0, inputs=inputs, predictions=(),
                             recommendation=Recommendation(recommended, 5.0, 0.05, within),
-                            verification=Verification(checks, 0.1, verified, "verified: ..." if verified else
-                                                      "unverified: recommended off by -20.0%"),
+                            verification=Verification(checks, 0.1, verified,
+                                                      () if verified else ("recommended off by -20.0%",),
+                                                      "every prediction within ±10%" if verified else ""),
                             sampling=SAMPLED, sleep_overshoot=None, world_size=2, backend=backend)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from ranks.capacity import max_ranks
 from reports.main import parse_args, save
-from reports.store.runs import load_results
+from reports.store.runs import Runs, load_results
 from tests.pytest_run import ROOT
 from tests.reports.builders import results
 
@@ -70,7 +70,7 @@ def test_a_run_that_cannot_be_written_where_asked_is_saved_elsewhere_and_named(t
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    written = save(results("20260101T000000Z"), Path("/proc/ddpc-runs"))
+    written = save(results("20260101T000000Z"), Runs(Path("/proc/ddpc-runs")))
     assert written.parent.parent == tmp_path and load_results(written).run.name == "20260101T000000Z"
     assert f"saving it into {written.parent} instead" in capsys.readouterr().err
 

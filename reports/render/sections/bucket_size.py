@@ -61,7 +61,7 @@ def verification_markdown(verification: Verification, element_bytes: int) -> str
             for c in verification.checks]
     verdict = "**Verified**" if verification.verified else "**UNVERIFIED**"
     return (table(rows, numparse=False) + f"\n\n{verdict} (target ±{verification.target:.0%}): "
-            + verification.why.removeprefix("verified: ").removeprefix("unverified: ") + ".")
+            + verification.evidence() + ".")
 
 
 def inputs_markdown(record: BucketSizeRecord) -> str:

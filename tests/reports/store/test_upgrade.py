@@ -11,9 +11,8 @@ from reports.comparison.changes import compare_metrics
 from reports.comparison.comparable import previous_comparable, why_not_comparable
 from reports.comparison.series import trend
 from reports.store.model import SCHEMA, Results, encode
-from reports.store.runs import RunError, load_results, readable_runs
+from reports.store.runs import RunError, Runs, dump_json, load_results
 from reports.store.upgrade import upgrade
-from reports.store.writer import dump_json, write_run
 from tests.pytest_run import ROOT
 from tests.reports.builders import results
 
@@ -95,10 +94,11 @@ def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, la
         shutil.copytree(FIXTURES / name, tmp_path / "runs" / name)
     old = load_results(FIXTURES / last_night)
     new = replace(old, run=replace(old.run, name="20261127T000000Z"), upgraded=None)
-    write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
-    found, passed = previous_comparable(tmp_path / "runs", new.run.name, load_results(tmp_path / "runs" / new.run.name))
-    assert found[0] == last_night and passed == [], (found, passed)
-    changes = compare_metrics(found[1].metrics, new.metrics)
+    runs = Runs(tmp_path / "runs")
+    runs.write(new.run.name, {"results.json": dump_json(encode(new))})
+    found, passed = previous_comparable(runs, runs.load(new.run.name))
+    assert found.run.name == last_night and passed == [], (found, passed)
+    changes = compare_metrics(found.metrics, new.metrics)
     assert changes and all(c.status == "unchanged" for c in changes), [c for c in changes if c.status != "unchanged"]
     assert why_not_comparable(load_results(FIXTURES / "20261125T134618Z"), new) == "method 3 -> 4", (
         "an earlier method is another setup, named")
@@ -108,9 +108,9 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     shutil.copytree(FIXTURES, tmp_path / "runs")
     old = load_results(FIXTURES / "20261125T134732Z")
     new = replace(old, run=replace(old.run, name="20261127T000000Z"), upgraded=None)
-    write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
-    runs = readable_runs(tmp_path / "runs")
-    assert [n for n, _ in runs] == [*SCHEMAS, "20261127T000000Z"], "every run is readable"
+    Runs(tmp_path / "runs").write(new.run.name, {"results.json": dump_json(encode(new))})
+    runs = Runs(tmp_path / "runs").readable()
+    assert [r.run.name for r in runs] == [*SCHEMAS, "20261127T000000Z"], "every run is readable"
     series = {(s.setup, s.key): s for s in trend(runs)}
     method_4 = [s for (setup, _), s in series.items() if "method" not in setup]
     method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z", "20261127T000000Z"]

@@ -19,7 +19,7 @@ from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, sit
 from reports.website.export import BENCHMARK_ACTION, NCCL_TESTS
 from reports.website.matrix import failure_anchor
 from reports.website.measure import generate
-from reports.store.runs import load_results
+from reports.store.runs import Runs, load_results
 
 from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED
 
@@ -29,14 +29,12 @@ def text_of(page: str) -> str:
 
 
 def test_the_default_runs_get_their_site_in_reports_site():
-    from reports.store.writer import DEFAULT_ROOT
-
-    assert site_beside(DEFAULT_ROOT) == ROOT / "reports" / "site"
-    assert site_beside(Path("/shared/ddpc-runs")) == Path("/shared/ddpc-runs-site")
+    assert site_beside(Runs()) == ROOT / "reports" / "site"
+    assert site_beside(Runs(Path("/shared/ddpc-runs"))) == Path("/shared/ddpc-runs-site")
 
 
 def test_the_main_job_writes_the_site_after_each_run(real_runs):
-    site = site_beside(real_runs)
+    site = site_beside(Runs(real_runs))
     assert site == real_runs.parent / "runs-site", site
     listed = json.loads((site / MARKER).read_text())
     names = sorted(p.name for p in real_runs.iterdir() if p.is_dir())
@@ -58,7 +56,7 @@ def test_each_setup_keeps_its_last_runs_and_smoke_runs_are_never_drawn(site, nig
 
 
 def test_a_run_that_cannot_be_read_is_listed_with_why_and_breaks_nothing(site, nightly):
-    assert site.unreadable and site.unreadable[0][0] == nightly.corrupt, site.unreadable
+    assert site.unreadable and site.unreadable[0].name == nightly.corrupt, site.unreadable
     index = text_of((site.out / "index.html").read_text())
     assert f"Runs that cannot be read: 1" in index and nightly.corrupt in index, index[:1500]
     assert "should be JSON" in index, "the index should say why the run cannot be read"
@@ -147,19 +145,19 @@ def test_a_folder_that_is_not_a_site_is_never_overwritten(tmp_path, nightly):
     keep.mkdir()
     (keep / "notes.txt").write_text("mine")
     with pytest.raises(SiteError, match="--out: got .*mine, which holds something other than a site"):
-        build_site(nightly.root, keep)
+        build_site(Runs(nightly.root), keep)
     assert (keep / "notes.txt").read_text() == "mine"
     with pytest.raises(SiteError, match="inside the runs directory"):
-        build_site(nightly.root, nightly.root / "site")
+        build_site(Runs(nightly.root), nightly.root / "site")
 
 
 def test_a_site_that_cannot_be_written_is_a_warning_and_the_run_stands(tmp_path, capsys):
     root = tmp_path / "runs"
     root.mkdir()
-    blocked = site_beside(root)
+    blocked = site_beside(Runs(root))
     blocked.mkdir()
     (blocked / "other.txt").write_text("not a site")
-    publish_site(root)
+    publish_site(Runs(root))
     assert "warning: the site was not written (SiteError: --out:" in capsys.readouterr().err
 
 
@@ -175,8 +173,8 @@ def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path)
     chart marks the step at the night it began, and only there."""
     pytest.importorskip("asv", reason="the trend finds steps with asv's step detection")
     source = real_runs / sorted(p.name for p in real_runs.iterdir() if p.is_dir())[-1]
-    names = generate(source, tmp_path / "runs", 6)
-    built = build_site(tmp_path / "runs", tmp_path / "site")
+    names = generate(source, Runs(tmp_path / "runs"), 6)
+    built = build_site(Runs(tmp_path / "runs"), tmp_path / "site")
     first = min(k for k, m in load_results(source).metrics.items() if m.gated and m.figure is not None)
     page = next(built.out.glob("history/*-*.html")).read_text()
     chart = page[page.index(f'data-key="{first}"'):]
