@@ -26,9 +26,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Literal, Mapping
 
-import torch
-import torch.distributed as dist
-
 from datamodel import doc
 
 from .stats import Figure
@@ -236,14 +233,10 @@ class RoundProgress:
             self.report(f"{self.what}: round {kept}, about {left:.0f} s left")
 
 
-def _agree(ctx, value):
-    """Rank 0's ``value`` (a bool or a small int) on every rank, over the control group."""
-    if ctx is None or ctx.world_size == 1:
-        return value
-    decided = torch.tensor([int(value)], dtype=torch.int64)
-    dist.broadcast(decided, src=dist.get_global_rank(ctx.control_group, 0), group=ctx.control_group)
-    return type(value)(decided.item())
-
-
 def _compact(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
+
+
+def _agree(ctx, value):
+    """Rank 0's decision on every rank (``RankContext.agree``); alone (no context) it is this process's."""
+    return value if ctx is None else ctx.agree(value)

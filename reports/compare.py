@@ -71,9 +71,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser_.parse_args(argv)
     try:
         check_thresholds(args.threshold, dict(args.prefix_threshold), args.alpha)
+    except ValueError as exc:
+        parser_.error(str(exc))
+    try:
         args.runs = pick_runs(args.old, args.new, args.root)
     except ValueError as exc:
-        parser_.error(str(exc) if str(exc).startswith("--") else f"runs: {exc}")
+        parser_.error(f"runs: {exc}")
     return args
 
 

@@ -27,7 +27,6 @@ the README), with the date, the commit and the machine.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os

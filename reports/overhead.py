@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from benchmarks.padding import NOTES_CLAIMS, overhead_table
+from benchmarks.measuring.padding import overhead_table
+from benchmarks.padding import NOTES_CLAIMS
 from cli import Parser
 from datamodel import to_json
 

@@ -15,7 +15,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> Path:
     """The main job in smoke mode, once: every benchmark on tiny inputs, one small suite; its run directory."""
-    from reports.main import main as report_main
+    from reports.nightly.job import main as report_main
     from reports.store.runs import Runs
 
     out = tmp_path_factory.mktemp("smoke")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..store.model import Point, Results, Series, Setup, Step
+from ..store.model import LevelShift, Point, Results, Series, Setup
 from .changes import DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD
 
 
@@ -37,7 +37,7 @@ def step_detection():
 
 
 def first_step(points: Sequence[Point], better: str, absolute: bool, threshold: float = DEFAULT_THRESHOLD,
-               absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> Step | None:
+               absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> LevelShift | None:
     """The first step of the medians beyond the threshold, or None."""
     values = [p.value for p in points]
     detect_steps = step_detection()
@@ -48,7 +48,7 @@ def first_step(points: Sequence[Point], better: str, absolute: bool, threshold: 
         change = after - before if absolute else ((after - before) / abs(before) if before else math.inf)
         if abs(change) > (absolute_threshold if absolute else threshold):
             gain = change if better == "higher" else -change
-            return Step(points[left].run, "improvement" if gain > 0 else "regression", float(change))
+            return LevelShift(points[left].run, "improvement" if gain > 0 else "regression", float(change))
     return None
 
 

@@ -5,9 +5,11 @@ function of the JSON (``STEPS``), then read strictly; the earlier ones,
 whose records had other shapes, are read into the model directly.
 
 - **8** (now) is read as it is, strictly.
-- **7** (verdict lines typed): the claims' verdicts and the tuner's
-  verification were words; each claim gets its outcome and why from its
-  verdict's first words, and the verification its problems and what held.
+- **7** (verdict lines typed): the claims' verdicts, the tuner's
+  verification and the sampling targets' kinds were words; each claim gets
+  its outcome and why from its verdict's first words, the verification its
+  problems and what held, and each target its kind from its own ('±2%' is
+  relative, '±0.03' absolute); schema 4's records too.
 - **6** (one setup per run): its verdict lines held words and two flags
   (``fails``, ``error``); each gets its kind (conformance, collectives, gate)
   and its status, taken from those, the one place where a decision is read
@@ -49,8 +51,7 @@ from benchmarks.settings import BenchSettings
 from datamodel import DecodeError, from_json, mismatch
 from hardware.node import Node
 
-from ..conformance.strength import StrengthRecord
-from ..conformance.suites import SuiteRun
+from ..conformance.records import StrengthRecord, SuiteRun
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
 SCHEMAS = (1, 2, 3, 4, 5, 6, 7, SCHEMA)
@@ -115,12 +116,27 @@ def _six_to_seven(data: dict) -> dict:
 
 def _seven_to_eight(data: dict) -> dict:
     benchmarks = data.get("benchmarks")
+    if isinstance(benchmarks, dict):
+        benchmarks = {name: [_typed_targets(r) for r in rows] if isinstance(rows, list) else rows
+                      for name, rows in benchmarks.items()}
     if isinstance(benchmarks, dict) and isinstance(benchmarks.get("bucket_size"), list):
         benchmarks = {**benchmarks, "bucket_size": [_typed_verification(r) for r in benchmarks["bucket_size"]]}
     claims = data.get("claims")
     if isinstance(claims, list):
         claims = [_typed_claim(c, f"$.claims[{i}]") for i, c in enumerate(claims)]
     return {**data, "schema": 8, "benchmarks": benchmarks, "claims": claims}
+
+
+def _typed_targets(record: Any) -> Any:
+    """A record whose sampling's targets said their kind in words only ('±2%' relative, '±0.03' absolute), with
+    the kind."""
+    sampling = record.get("sampling") if isinstance(record, dict) else None
+    targets = sampling.get("targets") if isinstance(sampling, dict) else None
+    if not isinstance(targets, dict):
+        return record
+    typed = {key: {**t, "kind": "relative" if str(t.get("target", "")).endswith("%") else "absolute"}
+             if isinstance(t, dict) and "kind" not in t else t for key, t in targets.items()}
+    return {**record, "sampling": {**sampling, "targets": typed}}
 
 
 def _typed_verification(record: Any) -> Any:
@@ -165,6 +181,17 @@ def _typed_line(line: Any, path: str) -> dict:
     status = ("error" if line.get("error") else "fail" if line.get("fails") else
               "reported" if kind == "gate" and "(reported;" in text else "pass")
     return {"kind": kind, "status": status, "text": text}
+
+
+NOT_STORED_UNTIL = {"verdict": "verdicts were stored", "comparison": "comparisons were stored",
+                    "claims": "the claims' verdicts were stored", "command": "commands were stored",
+                    "samples": "figures kept their samples"}
+"""What older runs did not store, by the field (or the part of a field) a page would show."""
+
+
+def written_before(field: str) -> str:
+    """Why a run shows nothing for ``field``: 'a run written before verdicts were stored'."""
+    return f"a run written before {NOT_STORED_UNTIL[field]}"
 
 
 STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight}
@@ -252,7 +279,7 @@ def _records(data: dict, schema: int, left_out: list[str]) -> Records:
 
 
 def _without_derived(record: Any) -> Any:
-    """Schema 4 stored what ``Sampled`` now derives (targets_met)."""
+    """Schema 4 stored what ``Sampled`` now derives (targets_met), and its targets' kind in words only."""
     if isinstance(record, dict) and isinstance(record.get("sampling"), dict):
-        return {**record, "sampling": {k: v for k, v in record["sampling"].items() if k != "targets_met"}}
-    return record
+        record = {**record, "sampling": {k: v for k, v in record["sampling"].items() if k != "targets_met"}}
+    return _typed_targets(record)

@@ -37,7 +37,7 @@ DEFAULT_KEEP = 120
 PAGE_LIMIT = 2_000_000
 """Bytes no page of the site passes at the default --keep (docs/nightly.md measures it)."""
 MARKER = "site.json"
-GENERATOR = "python -m reports.site"
+GENERATOR = "python -m reports.website"
 DEFAULT_SITE = DEFAULT_ROOT.parent / "site"
 STATIC = Path(__file__).resolve().parent / "static"
 ASSETS = ("site.css", "site.js", "favicon.svg")
@@ -100,7 +100,7 @@ def _check_out(runs: Runs, out: Path) -> None:
                         "folder there reads as a run)")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MARKER).is_file())):
         raise SiteError(f"--out: got {out}, which holds something other than a site (no {MARKER}), but "
-                        "should be a new or empty folder, or a site written by `python -m reports.site`")
+                        "should be a new or empty folder, or a site written by `python -m reports.website`")
 
 
 def _write(folder: Path, rel: str, content: str | bytes, built: Built) -> None:
@@ -141,10 +141,7 @@ def _write_site(folder: Path, root: Path, runs: Sequence[Results], kept: list[Re
             _write(folder, f"runs/{name}/{plot}", (Path(root) / name / plot).read_bytes(), built)
         for file, text in export_files(results).items():
             _write(folder, f"runs/{name}/{file}", text, built)
-        report = Path(root) / name / "report.md"
-        _write(folder, f"runs/{name}/index.html",
-               run_page(results, previous_run(results, runs),
-                        report.read_text() if report.is_file() else None, plots, ctx), built)
+        _write(folder, f"runs/{name}/index.html", run_page(results, previous_run(results, runs), plots, ctx), built)
     for h in setup_histories:
         _write(folder, f"history/{pages[h.setup]}", history_page(h, ctx), built)
     _write(folder, "history/index.html", history_index(setup_histories, ctx), built)

@@ -9,6 +9,7 @@ from typing import Sequence
 from ..store.model import ClaimVerdict, Results
 from ..store.runs import Unreadable
 from ..views.compositions import compositions_view
+from ..views.run import claim_rows, claims_missing, verdict_view
 from .compositions import compositions_html
 from .context import Context
 from .gate import gate_html
@@ -16,7 +17,7 @@ from .history import SetupHistory
 from .history_page import setup_history_html
 from .html import Markup, join, link, page, table, tag
 from .matrix import matrix_html
-from .verdict import SYMBOLS, verdict_html
+from .verdict import verdict_html
 
 RECENT = 10
 SECTIONS = (("matrix", "Conformance matrix"), ("compositions", "Compositions"), ("gate", "The gate"),
@@ -24,21 +25,14 @@ SECTIONS = (("matrix", "Conformance matrix"), ("compositions", "Compositions"), 
 UNREADABLE_SHOWN = 50
 
 
-CLAIM_MARKS = {"holds": "✔ ", "does not hold": "✘ "}
-
-
 def claims_html(claims: Sequence[ClaimVerdict]) -> Markup:
-    if not claims:
-        return tag("p", "Not judged (a run written before the claims' verdicts were stored).")
-    return table([{"source": c.source, "claim": c.claim, "measured": c.measured,
-                   "verdict": CLAIM_MARKS.get(c.outcome, "– ") + c.verdict} for c in claims])
+    missing = claims_missing(tuple(claims))
+    return tag("p", missing) if missing else table(claim_rows(tuple(claims), marked=True))
 
 
 def verdict_word(results: Results) -> str:
-    if results.verdict is None:
-        return "not recorded"
-    word = results.verdict.word
-    return f"{SYMBOLS[word]} {word}"
+    view = verdict_view(results)
+    return f"{view.symbol} {view.word}" if view.word else "not recorded"
 
 
 def runs_table(runs: Sequence[Results], ctx: Context, depth: int) -> Markup:

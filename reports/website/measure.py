@@ -27,8 +27,8 @@ from cli import Count, Parser
 
 from ..comparison.changes import compare
 from ..comparison.verdict import decide
-from ..store.model import Results, encode
 from ..store.arguments import RunFolder
+from ..store.model import Results, encode
 from ..store.runs import Runs, dump_json, load_results
 from .build import DEFAULT_KEEP, build_site
 

@@ -12,7 +12,9 @@ from ..conformance.families import family_of
 from ..render.matrix import matrix
 from ..render.report import build_report
 from ..store.model import Results
+from ..store.upgrade import written_before
 from ..views.compositions import compositions_view
+from ..views.run import command_missing
 from .compositions import compositions_html
 from .context import Context
 from .environment import differences, environment
@@ -30,15 +32,16 @@ def reproduce_html(results: Results) -> Markup:
     run = results.run
     lines = []
     if run.commit:
-        lines.append(f"git checkout {run.commit.removesuffix('+dirty')}")
+        lines.append(f"git checkout {run.revision}")
     if run.command:
         lines.append(shlex.join(run.command))
     if not lines:
-        return tag("p", "Not recorded (a run written before commands were stored).")
+        return tag("p", f"Not recorded ({written_before('command')}).")
     notes = []
-    if not run.command:
-        notes.append("The command was not recorded (a run written before commands were stored).")
-    if run.commit and run.commit.endswith("+dirty"):
+    missing = command_missing(results)
+    if missing:
+        notes.append(missing)
+    if run.dirty:
         notes.append("The tree had uncommitted changes (+dirty): the commit alone does not reproduce it.")
     return join([tag("pre", tag("code", "\n".join(lines))), *(tag("p", n) for n in notes)])
 
@@ -81,12 +84,10 @@ def failing_html(results: Results) -> Markup:
                        tag("ul", join(items))]) for (label, family), items in found.items()])
 
 
-def run_page(results: Results, previous: Results | None, report: str | None, plots: Sequence[str],
-             ctx: Context) -> str:
-    """``report``: the run's report.md as the job wrote it, or None to rebuild it from the results; ``plots``:
-    the run's PNGs copied beside the page (the report's other images are named in words)."""
-    if report is None:
-        report = build_report(replace(results, plots=tuple(plots)))
+def run_page(results: Results, previous: Results | None, plots: Sequence[str], ctx: Context) -> str:
+    """``plots``: the run's PNGs copied beside the page (the report's other images are named in words). The
+    report is rebuilt from the results, its verdict left out: the page shows it once, above."""
+    report = build_report(replace(results, plots=tuple(plots)), with_verdict=False)
     run, name = results.run, results.run.name
     toc = tag("nav", join([link(f"#{anchor}", title) for anchor, title in SECTIONS], " · "), class_="toc")
     exports = tag("ul", join([tag("li", link(f, f)) for f in export_files(results)]))

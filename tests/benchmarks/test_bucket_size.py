@@ -1,8 +1,8 @@
 """The bucket-size benchmark's plan and verdicts, worked by hand on a small model."""
 
-from benchmarks.bucket_size import Plan, _moved
+from benchmarks.tuner.measure import Plan, _moved
 from benchmarks.settings import Model
-from benchmarks.tuning import Recommendation, Verification
+from benchmarks.tuner.records import Recommendation, Verification
 
 # 8 layers of 64 x 64 = 4,096 elements (16 KiB fp32): 32,768 elements in all.
 PLAN = Plan(Model(width=64, depth=8, batch=4), world_size=2)

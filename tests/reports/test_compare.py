@@ -308,24 +308,30 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert main(["--root", str(tmp_path), "--prefix-threshold", "busbw=0.5", "--fail-on-regression"]) == 0
 
 
+def refused(argv, capsys) -> str:
+    """What the command said refusing ``argv`` (exit 2, before comparing anything)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2, exit_.value.code
+    return capsys.readouterr().err
+
+
 def test_cli_missing_run_exits_2_with_the_reason(tmp_path, capsys):
     write(tmp_path, "20261122T043209Z", 10.0)
-    assert main(["20261122T043209Z", "20991231T000000Z", "--root", str(tmp_path)]) == 2
-    assert "got no run directory at" in capsys.readouterr().err
-    assert main(["--root", str(tmp_path)]) == 2, "one run has nothing before it"
-    assert "got no earlier run of the same setup as 20261122T043209Z" in capsys.readouterr().err
-    assert main(["--root", str(tmp_path / "empty")]) == 2
-    assert "got no " in capsys.readouterr().err
+    assert "got no run directory at" in refused(["20261122T043209Z", "20991231T000000Z", "--root", str(tmp_path)],
+                                                capsys)
+    assert "got no earlier run of the same setup as 20261122T043209Z" in refused(["--root", str(tmp_path)], capsys), (
+        "one run has nothing before it")
+    (tmp_path / "empty").mkdir()
+    assert "got no " in refused(["--root", str(tmp_path / "empty")], capsys)
 
 
 def test_cli_missing_results_or_unknown_schema_exits_2(tmp_path, capsys):
     write(tmp_path, "20261122T043209Z", 10.0)
     Runs(tmp_path).write("20261122T052149Z", {"report.md": "no results"})
-    assert main(["--root", str(tmp_path)]) == 2
-    assert "results.json" in capsys.readouterr().err
+    assert "results.json" in refused(["--root", str(tmp_path)], capsys)
     write(tmp_path, "20261123T010000Z", 10.0, schema=None)
-    assert main(["20261122T043209Z", "20261123T010000Z", "--root", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
+    err = refused(["20261122T043209Z", "20261123T010000Z", "--root", str(tmp_path)], capsys)
     assert "got schema None" in err and "but should be one of 1, 2, 3, 4, 5" in err, err
 
 

@@ -15,7 +15,6 @@ import sys
 from benchmarks import BENCHMARKS
 from reports.store.model import Results
 from reports.store.runs import Runs, load_results
-
 from tests.pytest_run import ROOT
 from tests.ranks.test_multinode import two_nodes
 

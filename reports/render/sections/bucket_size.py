@@ -8,7 +8,7 @@ from typing import Sequence
 
 from benchmarks.bucket_size import BucketSizeRecord
 from benchmarks.stats import describe
-from benchmarks.tuning import Prediction, Recommendation, Verification
+from benchmarks.tuner.records import Prediction, Recommendation, Verification
 
 from ..plots import plot_bucket_size
 from ..table import bytes_label, cell, sampling_note, table

@@ -33,7 +33,7 @@ FAILED_TEST = "suites/layout/test_golden.py::test_planted_failure"
 def real_runs(tmp_path_factory, smoke_run) -> Path:
     """Two runs of the main job in smoke mode in one runs root: the session's smoke run, then one more made into
     the same root (the main job writes the site after it, with both)."""
-    from reports.main import main as report_main
+    from reports.nightly.job import main as report_main
 
     root = tmp_path_factory.mktemp("nightly") / "runs"
     shutil.copytree(smoke_run, root / smoke_run.name)
@@ -75,7 +75,7 @@ def failing(results: Results) -> Results:
     suite = results.conformance[0]
     layout = suite.families["layout"]
     suite = replace(suite, passed=suite.passed - 1, failed=1, failed_ids=(FAILED_TEST,),
-                    failures=(f"suites.layout.test_golden::test_planted_failure: got 3, but should be 4",),
+                    failures=("suites.layout.test_golden::test_planted_failure: got 3, but should be 4",),
                     families={**suite.families, "layout": FamilyTally(
                         layout.passed - 1, 1, layout.skipped, layout.xfailed, layout.reasons,
                         "test_planted_failure: got 3, but should be 4")}, exit_code=1)

@@ -11,9 +11,8 @@ import re
 import pytest
 
 from benchmarks.busbw import bus_factor
-from reports.main import publish_site
+from reports.nightly.job import publish_site
 from reports.render.matrix import cell_text, matrix
-from reports.site import main as site_main
 from tests.pytest_run import ROOT
 from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
 from reports.website.export import BENCHMARK_ACTION, NCCL_TESTS
@@ -40,7 +39,7 @@ def test_the_main_job_writes_the_site_after_each_run(real_runs):
     names = sorted(p.name for p in real_runs.iterdir() if p.is_dir())
     assert listed["runs"] == names and len(names) == 2, (listed, names)
     index = (site / "index.html").read_text()
-    assert f"Latest run: " in index and names[-1] in index, index[:2000]
+    assert "Latest run: " in index and names[-1] in index, index[:2000]
 
 
 def test_each_setup_keeps_its_last_runs_and_smoke_runs_are_never_drawn(site, nightly):
@@ -58,7 +57,7 @@ def test_each_setup_keeps_its_last_runs_and_smoke_runs_are_never_drawn(site, nig
 def test_a_run_that_cannot_be_read_is_listed_with_why_and_breaks_nothing(site, nightly):
     assert site.unreadable and site.unreadable[0].name == nightly.corrupt, site.unreadable
     index = text_of((site.out / "index.html").read_text())
-    assert f"Runs that cannot be read: 1" in index and nightly.corrupt in index, index[:1500]
+    assert "Runs that cannot be read: 1" in index and nightly.corrupt in index, index[:1500]
     assert "should be JSON" in index, "the index should say why the run cannot be read"
     assert f"Latest run: {nightly.latest}" in index, "the newest readable run is the latest"
 
@@ -96,7 +95,7 @@ def test_the_gate_shows_the_regression_first_with_its_figures(site, nightly):
     index = text_of((site.out / "index.html").read_text())
     gate = index[index.index("The gate against the previous run"):index.index("History Setup:")]
     assert "Regressions of gated metrics: 2" in gate and REGRESSED in gate, gate[:1500]
-    assert f"conformance/suites/layout/test_golden.py/reference/failed 0 1" in gate, gate[:1500]
+    assert "conformance/suites/layout/test_golden.py/reference/failed 0 1" in gate, gate[:1500]
     assert gate.index("Regressions of gated metrics") < gate.index("Improvements"), gate[:800]
     assert f"Against {nightly.gloo[-2]}" in gate, gate[:600]
 
@@ -161,13 +160,6 @@ def test_a_site_that_cannot_be_written_is_a_warning_and_the_run_stands(tmp_path,
     assert "warning: the site was not written (SiteError: --out:" in capsys.readouterr().err
 
 
-def test_the_command_refuses_a_keep_below_one(nightly, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        site_main(["--root", str(nightly.root), "--out", str(tmp_path / "s"), "--keep", "0"])
-    assert exit_.value.code == 2
-    assert "--keep: got '0', but should be a whole number of runs, at least 1" in capsys.readouterr().err
-
-
 def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path):
     """``python -m reports.website.measure``'s nights (a 20% step in the first gated figure halfway) in a site: its
     chart marks the step at the night it began, and only there."""
@@ -180,4 +172,4 @@ def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path)
     chart = page[page.index(f'data-key="{first}"'):]
     chart = chart[:chart.index("</svg>")]
     assert re.findall(r'<g class="step" data-run="([^"]+)"', chart) == [names[3]], chart[:2000]
-    assert f"step: regression begins here" in chart or "step: improvement begins here" in chart
+    assert "step: regression begins here" in chart or "step: improvement begins here" in chart

@@ -1,4 +1,4 @@
-"""Write the nightly site from the runs: ``python -m reports.site [--root reports/runs] [--out
+"""Write the nightly site from the runs: ``python -m reports.website [--root reports/runs] [--out
 reports/site] [--keep N]``.
 
 A static folder (no server, nothing fetched when viewed: open index.html from
@@ -13,18 +13,17 @@ in nccl-tests' JSON. ``python -m reports`` writes it after each run.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Sequence
 
 from cli import Count, OutFolder, Parser
 
-from .store.arguments import RunsRoot
-from .store.runs import Runs
-from .website.build import DEFAULT_KEEP, PAGE_LIMIT, SiteError, build_site, site_beside
+from ..store.arguments import RunsRoot
+from ..store.runs import Runs
+from .build import DEFAULT_KEEP, PAGE_LIMIT, SiteError, build_site, site_beside
 
 
 def parser() -> Parser:
-    p = Parser(prog="python -m reports.site", description=__doc__)
+    p = Parser(prog="python -m reports.website", description=__doc__)
     p.add_argument("--root", type=RunsRoot(), default=Runs(), help="directory holding the runs")
     p.add_argument("--out", type=OutFolder("the site's folder"),
                    help="the site's folder (default: beside --root, named after it: reports/site)")

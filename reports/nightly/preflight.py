@@ -13,11 +13,11 @@ from pathlib import Path
 from benchmarks import BENCHMARKS
 from ranks.capacity import world_size_problem
 
-from .comparison.changes import check_thresholds
-from .store.runs import Runs, StoreError
+from ..comparison.changes import check_thresholds
+from ..store.runs import Runs, StoreError
 
 DEFAULT_SUITES = ("suites/layout", "suites/multigpu")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def preflight(args) -> str | None:

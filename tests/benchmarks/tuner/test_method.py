@@ -4,8 +4,17 @@ check, each worked by hand."""
 import pytest
 
 from benchmarks.stats import Figure
-from benchmarks.tuning import (Candidate, Check, Inputs, Recommendation, candidate_sizes, predict,
-                               recommend, verification_sizes, verify)
+from benchmarks.tuner.method import (
+    Candidate,
+    Check,
+    Inputs,
+    Recommendation,
+    candidate_sizes,
+    predict,
+    recommend,
+    verification_sizes,
+    verify,
+)
 from reference.layout import LayoutConfig, ParamSpec
 from tests.reports.builders import prediction
 

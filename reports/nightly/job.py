@@ -12,7 +12,7 @@ design notes' claims, the verdict), once, and the judgement is stored with
 it; ``render`` writes report.md and the plots from the stored results alone,
 as ``python -m reports.render`` does again later.
 
-Everything the job can check is checked before it starts (``reports.preflight``);
+Everything the job can check is checked before it starts (``reports.nightly.preflight``);
 a run that cannot be written where asked is saved in a fallback place, named.
 
 Under ``torchrun`` every rank of every node joins the multi-rank benchmarks
@@ -38,30 +38,31 @@ from pathlib import Path
 from typing import Sequence
 
 from benchmarks import BENCHMARKS
-from benchmarks.padding import overhead_table
+from benchmarks.measuring.padding import overhead_table
 from benchmarks.settings import BUDGETS, DEFAULT_IMPLS, INFORMATIVE_ROUNDS, BenchSettings
 from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
+from cli import Count, KeyNumber, OutFolder, Parser, Real
+from datamodel import from_json
 from ranks import launched_by_torchrun
 from ranks.joining import pick_backend, tensors_on
 from ranks.launch import leave_torchrun
 from ranks.startup import DEVICE_ENV, DEVICES
-from datamodel import from_json
 from suites.multigpu.records import Coverage, Exploration
 
-from cli import Count, KeyNumber, OutFolder, Parser, Real
-from .comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
-from .comparison.claims import judge_claims
-from .comparison.comparable import previous_comparable
-from .comparison.series import trend
-from .comparison.verdict import decide
-from .conformance.strength import measure_strength, strength_records
-from .conformance.suites import SuiteRun, multigpu, run_suite
+from ..comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
+from ..comparison.claims import judge_claims
+from ..comparison.comparable import previous_comparable
+from ..comparison.series import trend
+from ..comparison.verdict import decide
+from ..conformance.records import SuiteRun
+from ..conformance.strength import measure_strength, strength_records
+from ..conformance.suites import multigpu, run_suite
+from ..render.report import build_report, draw_plots
+from ..store.metrics import collect_metrics
+from ..store.model import DIRTY, SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
+from ..store.mutation_score import read_score
+from ..store.runs import DEFAULT_ROOT, RunError, Runs, dump_json, fallback_root
 from .preflight import DEFAULT_SUITES, preflight
-from .render.report import build_report, draw_plots
-from .store.metrics import collect_metrics
-from .store.model import SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
-from .store.mutation_score import read_score
-from .store.runs import DEFAULT_ROOT, RunError, Runs, dump_json, fallback_root
 
 EXPLORE_SECONDS = 60.0
 """Seconds each implementation's nightly search may draw new compositions for."""
@@ -70,7 +71,7 @@ EXPLORE_COMPOSITIONS = 100_000
 """Compositions the nightly search may run: more than its seconds allow, so the seconds decide."""
 TREND_RUNS = 20
 """Runs of the setup a report's trend shows (the site shows the whole history)."""
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def progress(message: str) -> None:
@@ -119,7 +120,7 @@ def parser() -> Parser:
                              "(e.g. busbw_largest/ on a dedicated GPU node)")
     parser.add_argument("--no-suites", action="store_true", help="benchmarks only: no conformance runs")
     parser.add_argument("--no-site", action="store_true",
-                        help="do not rebuild the static site beside --out after the run (python -m reports.site)")
+                        help="do not rebuild the static site beside --out after the run (python -m reports.website)")
     parser.add_argument("--no-strength", action="store_true",
                         help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
     parser.add_argument("--explore-seconds", type=Real(above=None, minimum=0, unit="seconds"), default=None,
@@ -197,7 +198,7 @@ def commit() -> str | None:
         return None
     if head.returncode != 0:
         return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    return head.stdout.strip() + (DIRTY if dirty.stdout.strip() else "")
 
 
 def judged(results: Results, runs: Runs, args) -> Results:
@@ -295,7 +296,7 @@ def publish_site(runs: Runs) -> None:
     """The site beside the runs, rebuilt with this run in it; a site that cannot be written is a warning line,
     never the failure of a run that is already written."""
     try:
-        from .website.build import build_site, site_beside
+        from ..website.build import build_site, site_beside
 
         built = build_site(runs, site_beside(runs))
         progress(f"wrote the site: {built.out}/index.html")
