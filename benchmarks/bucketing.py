@@ -15,23 +15,15 @@ with that reason (``benchmarks.measurable``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Sequence
 
-import torch
-import torch.distributed as dist
-
 from datamodel import doc
-from reference.config import DDPConfig
-from reference.ddp import DistributedDataParallel
 
-from .emulation import layer_stack
-from .measurable import Refusal, lone_rank, ratio
+from .measurable import Refusal
 from .registry import Benchmark, Metric, informative
+from .sampling import Sampled
 from .settings import Model
-from .sampling import Sampled, rotating_round, sample
 from .stats import Figure
-from .timing import milliseconds
 
 MODELS = {"small (<10M)": Model(width=512, depth=8, batch=8), "medium (10M-100M)": Model(width=1024, depth=12, batch=8)}
 BUCKET_MIB = 25
@@ -58,48 +50,6 @@ class BucketingRecord:
     world_size: int = doc("ranks")
 
 
-def _steps(ctx, model: Model):
-    x = torch.randn(model.batch, model.width, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
-    naive_net = layer_stack(model).to(ctx.device)
-
-    def naive():
-        naive_net(x).square().mean().backward()
-        for p in naive_net.parameters():
-            dist.all_reduce(p.grad, group=ctx.group)
-            p.grad.div_(ctx.world_size)
-        naive_net.zero_grad(set_to_none=True)
-
-    config = DDPConfig(overlap_grad_reduce=True, bucket_size=BUCKET_MIB * 2**20 // 4)
-    ddp = DistributedDataParallel(layer_stack(model).to(ctx.device), config, ctx.group)
-
-    def bucketed():
-        ddp(x).square().mean().backward()
-        ddp.finish_grad_sync()
-        ddp.zero_grad_buffer()
-
-    return naive, bucketed
-
-
-def measure(ctx, settings) -> list[BucketingRecord]:
-    records = []
-    for label, model in MODELS.items():
-        if settings.smoke:
-            model = settings.real
-        naive, bucketed = _steps(ctx, model)
-        times = {"naive": [], "bucketed": []}
-        one_round = rotating_round({"naive": partial(milliseconds, ctx, naive),
-                                    "bucketed": partial(milliseconds, ctx, bucketed)}, times)
-        sampled = sample(ctx, settings.sampling("bucketing", gated=False), one_round, dict)
-        refused = lone_rank(ctx.world_size, "for buckets to save")
-        speedup, refused = (None, refused) if refused else ratio(times["naive"], times["bucketed"], "higher",
-                                                                 "the bucketed step", "ms")
-        records.append(BucketingRecord(
-            model=SizedModel(label, model.width, model.depth, model.batch, model.width * model.width * model.depth),
-            naive_ms=Figure.of(times["naive"], "ms", "lower"), bucketed_ms=Figure.of(times["bucketed"], "ms", "lower"),
-            speedup=speedup, refused=refused, sampling=sampled, world_size=ctx.world_size))
-    return records
-
-
 def metrics(records: Sequence[BucketingRecord]) -> dict[str, Metric]:
     return {f"bucketing/{r.model.size_class.split()[0]}/speedup": informative(r.speedup)
             for r in records if r.speedup is not None}
@@ -109,6 +59,6 @@ BENCHMARK = Benchmark(
     name="bucketing",
     title="Bucketing: per-parameter all-reduce against bucketed, overlapped sync",
     record=BucketingRecord,
-    run=measure,
+    runner="benchmarks.measuring.bucketing:measure",
     metrics=metrics,
 )

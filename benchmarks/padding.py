@@ -12,28 +12,14 @@ renders it, ``python -m reports.overhead`` prints it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 from datamodel import doc
 
-from reference.layout import LayoutConfig, POLICIES, plan_layout
-from reference.layout.catalog import model_specs
-from reference.layout.policies import HIGH_BUSBW_ALIGNMENT
-
 NOTES_BUCKET_SIZE = 40_000_000
-
-
 BYTES_PER_ELEMENT = 2  # the notes' buffers are bf16
-
-
 DPS = (8, 32, 64, 128)
-
-
 MODELS = ("llama2-7b", "llama2-70b", "gpt3-175b", "palm-540b", "mixtral-8x7b")
-
-
 EXPERT_PARALLEL = {"mixtral-8x7b": 8}  # ep: one expert per rank of each expert-parallel group
-
 
 # Design note 000, "Typical Overhead": (model, dp) -> (avg overhead per bucket, total overhead).
 NOTES_CLAIMS = {
@@ -66,30 +52,3 @@ class OverheadRow:
                                  json="seed_claim_total")
 
 
-def overhead_row(model: str, dp: int, policy: str, bucket_size: int = NOTES_BUCKET_SIZE) -> OverheadRow:
-    """One rank's buffers; a mixture-of-experts model's expert buffers are planned for dp / ep."""
-    ep = EXPERT_PARALLEL.get(model, 1)
-    specs = model_specs(model, ep=ep)
-    layout = plan_layout(specs, LayoutConfig(dp=dp, policy=policy, bucket_size=bucket_size, expert_dp=dp // ep))
-    raw = sum(s.numel for s in specs)
-    numel = sum(b.numel for b in layout.buffers)
-    expert_raw = sum(s.numel for s in specs if s.expert_parallel)
-    end_pcts, aligned, buckets = [], 0, 0
-    for buf in layout.buffers:
-        for (lo, hi), unpadded in zip(buf.bucket_indices, buf.per_bucket_numel_unpadded):
-            buckets += 1
-            end_pcts.append(100.0 * (hi - lo - unpadded) / unpadded)
-            aligned += (hi - lo) % buf.dp == 0 and ((hi - lo) // buf.dp) % HIGH_BUSBW_ALIGNMENT == 0
-    claim = NOTES_CLAIMS.get((model, dp), ("", ""))
-    return OverheadRow(
-        model=model, dp=dp, ep=ep, policy=policy, buckets=buckets, padding_elements=numel - raw,
-        expert_padding_elements=sum(b.numel for b in layout.expert) - expert_raw,
-        padding_pct=100.0 * (numel - raw) / raw, avg_bucket_end_padding_pct=sum(end_pcts) / len(end_pcts),
-        padding_bytes_bf16=(numel - raw) * BYTES_PER_ELEMENT,
-        shards_aligned=f"{aligned}/{buckets}" if POLICIES[policy].distributed_optimizer else "n/a",
-        notes_claim_avg_per_bucket=claim[0], notes_claim_total=claim[1])
-
-
-def overhead_table(models: Sequence[str] = MODELS, dps: Sequence[int] = DPS,
-                   policies: Sequence[str] = tuple(POLICIES)) -> list[OverheadRow]:
-    return [overhead_row(m, dp, p) for m in models for dp in dps for p in policies]

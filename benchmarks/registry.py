@@ -2,16 +2,23 @@
 
 A ``Benchmark`` is one registered unit. It declares its record type (a
 frozen dataclass, one per row, every field described, from which
-reports/schema.md is generated; records are built by keyword), how to run (on every rank, or once in the report's process),
-and which metrics it contributes to the nightly comparison (each gated or
-informative, with its direction). It returns records and nothing else: how
-its section of the report looks is ``reports.render.sections``'. Adding a
-benchmark is adding one module that defines one ``Benchmark``, naming it in
-``benchmarks/__init__.py``'s list, and giving it a section there.
+reports/schema.md is generated; records are built by keyword), where its
+measuring lives and how it runs (on every rank, or once in the report's
+process), and which metrics it contributes to the nightly comparison (each
+gated or informative, with its direction). It returns records and nothing
+else: how its section of the report looks is ``reports.render.sections``'.
+
+A benchmark is two modules: ``benchmarks/<name>.py``, its definition (record,
+metrics, ``Benchmark``), which imports nothing heavy, so that a run is read
+with the standard library, numpy and scipy alone; and
+``benchmarks/measuring/<name>.py``, its measuring, which needs torch. Adding
+one is writing both, naming it in ``benchmarks/__init__.py``'s list, and
+giving it a section in ``reports.render.sections``.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
@@ -67,10 +74,16 @@ class Benchmark:
     """The heading of its report section."""
     record: type
     """The frozen dataclass of one record: its fields, each with its meaning (reports/schema.md)."""
-    run: Callable[..., list]
-    """``run(ctx, settings)`` on every rank (``on_ranks``), or ``run(settings)`` once: the records."""
+    runner: str
+    """Where its measuring lives, ``module:function``, imported only to measure (it needs torch; reading the
+    records never does): ``function(ctx, settings)`` on every rank (``on_ranks``), or ``function(settings)``
+    once, returning the records."""
     metrics: Callable[[Sequence[Any]], dict[str, Metric]]
     on_ranks: bool = True
+
+    def run(self, *args: Any) -> list:
+        module, _, function = self.runner.partition(":")
+        return getattr(importlib.import_module(module), function)(*args)
 
     def check(self, records: Sequence[Any]) -> None:
         """Every record is of the declared type: what is written is what the schema says."""

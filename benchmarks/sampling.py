@@ -24,10 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping
-
-import torch
-import torch.distributed as dist
+from typing import Callable, Literal, Mapping
 
 from datamodel import doc
 
@@ -43,7 +40,7 @@ class Target:
     figure's own unit."""
 
     half_width: float
-    kind: str  # "relative" or "absolute"
+    kind: Literal["relative", "absolute"]
 
     def achieved(self, figure: Figure | None) -> float | None:
         """The interval's half-width in this target's terms; None when there is no interval yet, or no figure
@@ -146,6 +143,8 @@ class TargetOutcome:
     """What calibrated sampling reached for one gated figure."""
 
     target: str = doc("the target, e.g. ±2% (relative) or ±0.03 (absolute)")
+    kind: Literal["relative", "absolute"] = doc("whether the target's half-width is relative to the median or in "
+                                                "the figure's own unit")
     achieved: float | None = doc("the interval's half-width in the target's terms; null without an interval")
     met: bool = doc("whether the 95% interval ended inside the target")
 
@@ -198,7 +197,7 @@ def sample(ctx, sampling: Sampling, one_round: Round,
                     else "budget spent" if time.monotonic() - start >= sampling.budget_s
                     else "max rounds" if rounds >= sampling.max_rounds else "")
             stopped = STOPS[_agree(ctx, STOPS.index(stop))]
-    targets = {key: TargetOutcome(target.label(), _compact(target.achieved(figure)), target.met(figure))
+    targets = {key: TargetOutcome(target.label(), target.kind, _compact(target.achieved(figure)), target.met(figure))
                for key, (figure, target) in gated().items()}
     return Sampled(rounds, warmup, is_settled, stopped, round(time.monotonic() - start, 3), sampling.budget_s,
                    targets)
@@ -234,14 +233,10 @@ class RoundProgress:
             self.report(f"{self.what}: round {kept}, about {left:.0f} s left")
 
 
-def _agree(ctx, value):
-    """Rank 0's ``value`` (a bool or a small int) on every rank, over the control group."""
-    if ctx is None or ctx.world_size == 1:
-        return value
-    decided = torch.tensor([int(value)], dtype=torch.int64)
-    dist.broadcast(decided, src=dist.get_global_rank(ctx.control_group, 0), group=ctx.control_group)
-    return type(value)(decided.item())
-
-
 def _compact(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
+
+
+def _agree(ctx, value):
+    """Rank 0's decision on every rank (``RankContext.agree``); alone (no context) it is this process's."""
+    return value if ctx is None else ctx.agree(value)

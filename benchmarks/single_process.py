@@ -51,12 +51,22 @@ def _metrics(records: Sequence[PytestBenchmarkRecord]) -> dict[str, Metric]:
     return {f"time/{r.name}": absolute(r.time_ms) for r in records}
 
 
-def pytest_benchmark(name: str, title: str, path: str) -> Benchmark:
-    """A benchmark timed by a pytest-benchmark file, run in a child process."""
+FILES = {"shard_cache": "benchmarks/test_shard_cache.py", "planning": "benchmarks/test_planning.py"}
+
+
+def pytest_benchmark(name: str, title: str) -> Benchmark:
+    """A benchmark timed by a pytest-benchmark file (``FILES``), run in a child process."""
     return Benchmark(name=name, title=title, record=PytestBenchmarkRecord, metrics=_metrics, on_ranks=False,
-                     run=lambda settings: run_pytest_benchmarks(path, settings.smoke))
+                     runner=f"benchmarks.single_process:measure_{name}")
 
 
-SHARD_CACHE = pytest_benchmark("shard_cache", "Shard caching: cached views against re-slicing every bucket",
-                               "benchmarks/test_shard_cache.py")
-PLANNING = pytest_benchmark("planning", "Planner speed (no tensor storage allocated)", "benchmarks/test_planning.py")
+def measure_shard_cache(settings) -> list[PytestBenchmarkRecord]:
+    return run_pytest_benchmarks(FILES["shard_cache"], settings.smoke)
+
+
+def measure_planning(settings) -> list[PytestBenchmarkRecord]:
+    return run_pytest_benchmarks(FILES["planning"], settings.smoke)
+
+
+SHARD_CACHE = pytest_benchmark("shard_cache", "Shard caching: cached views against re-slicing every bucket")
+PLANNING = pytest_benchmark("planning", "Planner speed (no tensor storage allocated)")

@@ -122,6 +122,30 @@ class Figure:
         }
 
     @classmethod
+    def json_schema(cls) -> dict:
+        """What ``to_json`` writes, as JSON Schema: what is read back (the samples, unit, better, spread kind)
+        and what they derive, each with its meaning."""
+        number, nullable = {"type": "number"}, {"type": ["number", "null"]}
+        properties = {
+            "median": (number, "median of the samples"),
+            "ci_low": (nullable, "distribution-free 95% confidence interval of the median (scipy.stats."
+                                 "quantile_test), its low end; null below 6 samples"),
+            "ci_high": (nullable, "the interval's high end"),
+            "spread": (number, "interquartile range, over |median| when spread_kind is relative"),
+            "spread_kind": ({"enum": list(UNSTABLE_LIMITS)}, "relative (quantities) or absolute (efficiencies)"),
+            "unstable": ({"type": "boolean"}, "spread beyond " + " / ".join(
+                f"{v:g} ({k})" for k, v in UNSTABLE_LIMITS.items())),
+            "n": ({"type": "integer"}, "number of samples"),
+            "unit": ({"type": "string"}, "unit"),
+            "better": ({"enum": list(BETTER)}, "higher or lower"),
+            "samples": ({"type": "array", "items": number, "minItems": 1},
+                        "every sample, 6 significant digits (what is read back: the rest is derived from them)"),
+        }
+        return {"type": "object", "description": "A timed figure, built from its samples (benchmarks/stats.py).",
+                "properties": {k: {**schema, "description": text} for k, (schema, text) in properties.items()},
+                "required": ["samples", "unit", "better"]}
+
+    @classmethod
     def from_json(cls, data: dict) -> Figure:
         return cls(tuple(data["samples"]), data["unit"], data["better"], data.get("spread_kind", "relative"))
 

@@ -84,7 +84,7 @@ def json_key(f: dataclasses.Field) -> str:
     return f.metadata.get("json", f.name)
 
 
-def _own_codec(cls: Any) -> bool:
+def own_codec(cls: Any) -> bool:
     """A class that writes and reads itself (not by this module's rules)."""
     return isinstance(cls, type) and hasattr(cls, "from_json") and not issubclass(cls, JsonModel)
 
@@ -98,7 +98,7 @@ def typed_fields(cls: type) -> tuple[tuple[dataclasses.Field, Any], ...]:
 
 def to_json(value: Any) -> Any:
     """A dataclass, sequence or mapping of them as plain JSON values (tuples become lists)."""
-    if _own_codec(type(value)):
+    if own_codec(type(value)):
         return value.to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = {}
@@ -120,7 +120,7 @@ def from_json(hint: Any, data: Any, path: str = "$") -> Any:
     origin = get_origin(hint)
     if hint is Any:
         return data
-    if _own_codec(hint):
+    if own_codec(hint):
         if not isinstance(data, dict):
             raise _mismatch(path, data, hint)
         try:

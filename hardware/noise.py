@@ -9,7 +9,7 @@
   time the hypervisor stole.
 
 A node records a ``Noise``. The emulated compute measures its own sleeps'
-overshoot (time slept over time asked: ``benchmarks.emulation``), read here
+overshoot (time slept over time asked: ``benchmarks.measuring.emulation``), read here
 as a ``SleepOvershoot``. ``suspects`` holds a reading against
 ``LIMITS`` (rules as data) and says, in words, what looked wrong; the report
 names them when gated figures miss their targets.
@@ -76,7 +76,7 @@ class Noise(JsonModel):
 
 @dataclass(frozen=True, kw_only=True)
 class SleepOvershoot(JsonModel):
-    """How late the emulated compute's sleeps woke: time slept over time asked (``benchmarks.emulation``)."""
+    """How late the emulated compute's sleeps woke: time slept over time asked (``benchmarks.measuring.emulation``)."""
 
     n: int = doc("sleeps")
     median: float = doc("median of slept over asked")

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from cli import Parser
+from datamodel import JsonModel, doc
+
 from .devices import NoNvml, Nvml, collect_nvml, map_torch_devices
 from .host import Host, TorchBuild, collect_host, collect_torch
-from datamodel import JsonModel, doc
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,9 +31,12 @@ def collect_hardware(nvml: Any = None) -> Hardware:
     return Hardware(host=collect_host(), torch=torch_info, nvml=nvml_info)
 
 
+def parser() -> Parser:
+    return Parser(prog="python -m hardware", description=__doc__.splitlines()[0])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hardware", description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    parser().parse_args(argv)
     written = collect_hardware().to_json()
     Hardware.from_json(written)  # what a driver gave that the records cannot read back fails here, by its path
     print(json.dumps(written, indent=2))

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from cli import Count, OutFolder, Parser, Real
 from datamodel import from_json
 from reports.render.mutation import summary_markdown
 from reports.store.model import MutationScore
@@ -27,34 +28,29 @@ from .sitting import run_sitting
 DEFAULTS = {"modules": list(MODULES), "whole": False, "sample": 120, "seed": 0}
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mutation",
-                                description="Mutation score of the checks over the reference: a sample or whole "
-                                "modules, in sessions that continue where they stopped.")
+def parser() -> Parser:
+    p = Parser(prog="python -m mutation", description="Mutation score of the checks over the reference: a sample or "
+               "whole modules, in sessions that continue where they stopped.")
     p.add_argument("--module", action="append", choices=MODULES, metavar="PATH",
                    help=f"a module to mutate, repeatable (default: all of {', '.join(MODULES)})")
     p.add_argument("--whole", action="store_true", default=None,
                    help="run every mutant of the modules, not a sample")
-    p.add_argument("--sample", type=int, help=f"mutants to sample, spread over the modules (default {DEFAULTS['sample']})")
-    p.add_argument("--seed", type=int, help=f"seed of the sample and of the run order (default {DEFAULTS['seed']})")
-    p.add_argument("--session", type=Path, metavar="DIR",
+    p.add_argument("--sample", type=Count(1), help=f"mutants to sample, spread over the modules (default "
+                   f"{DEFAULTS['sample']})")
+    p.add_argument("--seed", type=Count(0), help=f"seed of the sample and of the run order (default {DEFAULTS['seed']})")
+    p.add_argument("--session", type=OutFolder("the session's folder"), metavar="DIR",
                    help="keep the session here; the same command again continues it (default: a throwaway one)")
     p.add_argument("--resume", action="store_true",
                    help="rerun the untriaged survivors of a finished --session against the current checks")
-    p.add_argument("--max-mutants", type=int, metavar="N", help="stop after N mutants; run again to continue")
-    p.add_argument("--max-minutes", type=float, metavar="M",
+    p.add_argument("--max-mutants", type=Count(1), metavar="N", help="stop after N mutants; run again to continue")
+    p.add_argument("--max-minutes", type=Real(above=0, unit="minutes"), metavar="M",
                    help="start no mutant after M minutes; run again to continue")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant before it counts as killed")
+    p.add_argument("--timeout", type=Real(above=0, unit="seconds"), default=300.0,
+                   help="seconds per mutant before it counts as killed")
     return p
 
 
-def check_arguments(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    for name, value, low in (("--sample", args.sample, 1), ("--max-mutants", args.max_mutants, 1)):
-        if value is not None and value < low:
-            p.error(f"{name}: got {value}, but should be at least {low}")
-    for name, value in (("--max-minutes", args.max_minutes), ("--timeout", args.timeout)):
-        if value is not None and value <= 0:
-            p.error(f"{name}: got {value}, but should be positive")
+def check_arguments(p: Parser, args: argparse.Namespace) -> None:
     if args.whole and args.sample is not None:
         p.error(f"--sample: got {args.sample} with --whole, but should be left out: --whole runs every mutant")
     if args.resume and not args.session:

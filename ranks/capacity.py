@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import os
 
+from cli import Arg, Count
+
+from .startup import ALLOW_WORLD_SIZE_ENV
+
 RANK_BYTES = 512 * 2**20
 """Memory a spawned rank is allowed for: torch imported (about 270 MB) and the suites' or benchmarks' tensors."""
 RANKS_PER_CORE = 8
@@ -57,3 +61,22 @@ def world_size_problem(world_size: int, insist: bool, flag: str) -> str | None:
         return (f"--world-size: got {world_size}, but this machine holds at most {bound} spawned ranks ({why}); "
                 f"pass {flag} to start them anyway")
     return None
+
+
+class WorldSize(Arg):
+    """A world size of spawned ranks: at least ``minimum``, and no more than this machine holds (``max_ranks``)
+    unless ``insisted`` (the command's --allow-world-size, or DDPC_ALLOW_WORLD_SIZE) says to start them anyway."""
+
+    kind = "world size"
+
+    def __init__(self, minimum: int = 1, why: str = "", insisted: bool | None = None) -> None:
+        self.minimum, self.why = minimum, why
+        self.insisted = bool(os.environ.get(ALLOW_WORLD_SIZE_ENV)) if insisted is None else insisted
+
+    def __call__(self, text: str) -> int:
+        value = Count(self.minimum, why=self.why)(text)
+        bound, why = max_ranks()
+        if value > bound and not self.insisted:
+            self.refuse(text, f"at most {bound}, the spawned ranks this machine holds ({why}); set "
+                              f"{ALLOW_WORLD_SIZE_ENV}=1 to start them anyway")
+        return value

@@ -45,6 +45,18 @@ class RankContext:
 
             torch.cuda.synchronize(self.device)
 
+    def agree(self, value):
+        """Rank 0's ``value`` (a bool or a small int) on every rank, over the control group: a decision every rank
+        must take alike (stop sampling now, the warm-up has settled)."""
+        if self.world_size == 1:
+            return value
+        import torch
+        import torch.distributed as dist
+
+        decided = torch.tensor([int(value)], dtype=torch.int64)
+        dist.broadcast(decided, src=dist.get_global_rank(self.control_group, 0), group=self.control_group)
+        return type(value)(decided.item())
+
     def __repr__(self) -> str:  # short: assertion messages quote it
         return (
             f"RankContext(rank {self.rank} of {self.world_size}, {self.backend}, {self.device}, "

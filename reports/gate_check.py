@@ -27,7 +27,6 @@ the README), with the date, the commit and the machine.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -38,12 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from benchmarks.settings import BUDGETS
+from cli import Count, KeyNumber, OutFolder, Parser, interruptible
 from fixtures.slowed_reference import SLOWDOWN_ENV
+from ranks.capacity import WorldSize
 
-from .cli import interruptible
 from .comparison.changes import compare_metrics
 from .render.table import table
-from .store.runs import load_results, run_names
+from .store.runs import Runs, load_results
 
 
 def compare_runs(old: Path, new: Path):
@@ -67,8 +68,8 @@ class MainJob:
     world_size: int
     budgets: tuple[str, ...] = ()
 
-    def run(self, out: Path, *args: str, slowdown_ms: float | None = None) -> Run:
-        before = set(run_names(out))
+    def run(self, out: Path, *args: str, slowdown_ms: float | None = None) -> Timed:
+        before = set(Runs(out).names())
         command = [sys.executable, "-m", "reports", "--no-suites", "--out", str(out),
                    "--world-size", str(self.world_size), *(f"--budget={b}" for b in self.budgets), *args]
         env = {**os.environ, **({SLOWDOWN_ENV: f"{slowdown_ms:.6g}"} if slowdown_ms is not None else {})}
@@ -77,12 +78,12 @@ class MainJob:
               file=sys.stderr, flush=True)
         start = time.monotonic()
         subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=env)
-        (new,) = set(run_names(out)) - before
-        return Run(out / new, time.monotonic() - start)
+        (new,) = set(Runs(out).names()) - before
+        return Timed(out / new, time.monotonic() - start)
 
 
 @dataclass(frozen=True)
-class Run:
+class Timed:
     """One run of the main job: its directory, and how long it took."""
 
     path: Path
@@ -175,22 +176,25 @@ def summary(same: list[dict] | None, slow: list[dict] | None, sensitive: list[di
     return "\n\n".join(sections) + "\n"
 
 
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.gate_check", description=__doc__)
+    p.add_argument("--out", type=OutFolder("the check's folder"), default=ROOT / "reports" / "gate_check",
+                   help="where the runs and the summary go (default reports/gate_check)")
+    p.add_argument("--runs", type=Count(2), default=3, help="identical runs (default 3)")
+    p.add_argument("--tries", type=Count(1), default=3, help="slowed-against-normal tries (default 3)")
+    p.add_argument("--world-size", type=WorldSize(1), default=2)
+    p.add_argument("--budget", action="append", default=[], metavar="BENCHMARK=SECONDS",
+                   type=KeyNumber(f"BENCHMARK=SECONDS with BENCHMARK one of {', '.join(BUDGETS)} and SECONDS "
+                                  "above 0", keys=tuple(BUDGETS), positive=True),
+                   help="repeatable: handed to every run of the main job (its sampling budget for a benchmark)")
+    p.add_argument("--part", action="append", choices=PARTS,
+                   help="run only this part, repeatable (default: all of " + ", ".join(PARTS) + ")")
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.gate_check", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "gate_check",
-                        help="where the runs and the summary go (default reports/gate_check)")
-    parser.add_argument("--runs", type=int, default=3, help="identical runs (default 3)")
-    parser.add_argument("--tries", type=int, default=3, help="slowed-against-normal tries (default 3)")
-    parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--budget", action="append", default=[], metavar="BENCHMARK=SECONDS",
-                        help="repeatable: handed to every run of the main job (its sampling budget for a benchmark)")
-    parser.add_argument("--part", action="append", choices=PARTS,
-                        help="run only this part, repeatable (default: all of " + ", ".join(PARTS) + ")")
-    args = parser.parse_args(argv)
-    for name, value, low in (("--runs", args.runs, 2), ("--tries", args.tries, 1), ("--world-size", args.world_size, 1)):
-        if value < low:
-            parser.error(f"{name}: got {value}, but should be at least {low}")
+    args = parser().parse_args(argv)
+    args.budget = [f"{name}={seconds:g}" for name, seconds in args.budget]
     job = MainJob(args.world_size, tuple(args.budget))
     parts = args.part or PARTS
     same = identical(job, args.out, args.runs) if "identical" in parts else None

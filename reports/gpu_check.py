@@ -46,16 +46,19 @@ import platform
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from cli import Arg, OutFolder, Parser
 from datamodel import doc, from_json, to_json
 from ranks.startup import outside_torchrun
 
 from .failure_causes import Cause, cause_of, causes_in_junit, causes_markdown
 from .render.table import table
+from .store.runs import RunError, Runs
 
 ROOT = Path(__file__).resolve().parent.parent
 OPTIONAL = ("asv", "megatron.core", "deepspeed", "pynvml", "hypothesis", "pytest_benchmark")
@@ -63,13 +66,15 @@ IMPLS = ("reference", "torch", "fsdp2", "megatron")
 
 
 @dataclass
-class Step:
+class CheckStep:
     name: str
     command: list[str]
     limit_s: float
     what: str
     junit: Path | None = None
     """Where a pytest step writes its JUnit XML, whose failures the summary groups by cause."""
+    runs: Path | None = None
+    """Where a report step stores its run, whose verdict the summary states."""
     exit_code: int | None = None
     seconds: float = 0.0
     found: str = ""
@@ -87,19 +92,19 @@ def shared_world_sizes(gpus: int) -> list[int]:
     return [gpus + 1, gpus + 2] if gpus > 0 else []
 
 
-def _pytest(python: str, out: Path, name: str, limit_s: float, what: str, *args: str) -> Step:
+def _pytest(python: str, out: Path, name: str, limit_s: float, what: str, *args: str) -> CheckStep:
     """A step that runs pytest with ``args`` and keeps its JUnit XML as ``<name>.xml``."""
     junit = out / f"{name}.xml"
-    return Step(name, [python, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
+    return CheckStep(name, [python, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
                 limit_s, what, junit=junit)
 
 
-def plan(out: Path, gpus: int, python: str = sys.executable) -> list[Step]:
+def plan(out: Path, gpus: int, python: str = sys.executable) -> list[CheckStep]:
     """The steps for a node with ``gpus`` GPUs, in order, each with its time limit (seconds)."""
     steps = [
-        Step("environment", [python, "-m", "reports.gpu_check", "--environment"], 20,
+        CheckStep("environment", [python, "-m", "reports.gpu_check", "--environment"], 20,
              "Python, torch, CUDA, NCCL, GPUs, missing optional packages"),
-        Step("hardware", [python, "-m", "hardware"], 20, "NVML: devices, links, P2P, topology"),
+        CheckStep("hardware", [python, "-m", "hardware"], 20, "NVML: devices, links, P2P, topology"),
         _pytest(python, out, "layout", 70, "the layout suite, buffers and views on CUDA tensors",
                 "suites/layout", "--device", "cuda", "--hypothesis-profile=ci"),
     ]
@@ -116,21 +121,22 @@ def plan(out: Path, gpus: int, python: str = sys.executable) -> list[Step]:
                              f"the reference against torch DDP on CUDA at world size {versus}, over gloo",
                              "suites/multigpu/test_vs_torch_ddp.py", "--world-size", str(versus), "--device", "cuda"))
     impls = [arg for impl in IMPLS for arg in ("--impl", impl)]
-    steps.append(Step("report-ws1", [python, "-m", "reports", "--world-size", "1", "--no-suites", "--no-strength",
+    steps.append(CheckStep("report-ws1", [python, "-m", "reports", "--world-size", "1", "--no-suites", "--no-strength",
                                      "--rounds", "10", *impls, "--out", str(out / "runs")], 100,
-                      "the main job at world size 1 on NCCL: busbw sweep, overlap with stream compute, step time"))
+                      "the main job at world size 1 on NCCL: busbw sweep, overlap with stream compute, step time",
+                      runs=out / "runs"))
     if whole:
-        steps.append(Step(f"report-ws{whole}-gloo-cuda",
+        steps.append(CheckStep(f"report-ws{whole}-gloo-cuda",
                           [python, "-m", "reports", "--world-size", str(whole), "--device", "cuda", "--no-suites",
                            "--no-strength", "--rounds", "10", *impls, "--out", str(out / "runs")], 120,
                           f"the main job at world size {whole} over gloo with CUDA tensors: overlap with stream "
-                          "compute and real communication"))
+                          "compute and real communication", runs=out / "runs"))
     if gpus > 1:
-        steps.append(Step("report-all-gpus", [python, "-m", "torch.distributed.run", "--standalone",
+        steps.append(CheckStep("report-all-gpus", [python, "-m", "torch.distributed.run", "--standalone",
                                               f"--nproc-per-node={gpus}", "-m", "reports", "--no-suites",
                                               "--no-strength", "--benchmark", "busbw", "--benchmark", "overlap",
                                               *impls, "--out", str(out / "runs")], 300,
-                          f"busbw and overlap on all {gpus} GPUs under torchrun"))
+                          f"busbw and overlap on all {gpus} GPUs under torchrun", runs=out / "runs"))
     return steps
 
 
@@ -166,9 +172,10 @@ def _missing(module: str) -> bool:
         return True
 
 
-def run_step(step: Step, out: Path) -> Step:
+def run_step(step: CheckStep, out: Path) -> CheckStep:
     """Run one step in a child process with a clean launcher environment; its output goes to ``<name>.log``."""
     log = out / f"{step.name}.log"
+    runs_before = frozenset(Runs(step.runs).names()) if step.runs is not None else frozenset()
     start = time.monotonic()
     try:
         proc = subprocess.run(step.command, cwd=ROOT, capture_output=True, text=True, timeout=step.limit_s,
@@ -180,7 +187,7 @@ def run_step(step: Step, out: Path) -> Step:
     step.seconds = time.monotonic() - start
     log.write_text(text)
     step.outputs.append(log.name)
-    step.found = findings(step, text, out)
+    step.found = findings(step, text, out, runs_before)
     if step.junit is not None and step.junit.exists():
         step.causes = causes_in_junit(step.junit)
     if step.exit_code != 0 and not step.causes:
@@ -192,21 +199,42 @@ def _text(data) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
 
-def findings(step: Step, text: str, out: Path) -> str:
-    """One line of what the step found: pytest's tally, a report's verdict and key figures, or the JSON."""
+def findings(step: CheckStep, text: str, out: Path, runs_before: frozenset[str] = frozenset()) -> str:
+    """One line of what the step found, from what it wrote: pytest's JUnit counts, the verdict of the run a report
+    step stored, the JSON; the output's last line only when it wrote none of them."""
     if step.name == "environment":
         (out / "environment.json").write_text(text)
         return _environment_line(text)
     if step.name == "hardware":
         (out / "hardware.json").write_text(text)
         return "hardware.json written" if step.exit_code == 0 else "failed"
+    if step.junit is not None and step.junit.exists():
+        return junit_tally(step.junit)
+    if step.runs is not None:
+        written = [name for name in Runs(step.runs).names() if name not in runs_before]
+        if written:
+            return _run_line(Runs(step.runs), written[-1])
     lines = [line for line in text.splitlines() if line.strip()]
-    tally = next((line.strip("= ") for line in reversed(lines) if " in " in line and
-                  any(w in line for w in ("passed", "failed", "error", "skipped"))), None)
-    if tally:
-        return tally
-    verdict = next((line for line in lines if line.startswith("**Verdict:")), None)
-    return verdict or (lines[-1][:200] if lines else "no output")
+    return lines[-1][:200] if lines else "no output"
+
+
+def junit_tally(path: Path) -> str:
+    """'3 failed, 150 passed, 1 skipped, 0 errors' from a JUnit XML file's test suites."""
+    suites = list(ET.parse(path).getroot().iter("testsuite"))
+    tests, failed, errors, skipped = (sum(int(suite.get(key, 0)) for suite in suites)
+                                      for key in ("tests", "failures", "errors", "skipped"))
+    return f"{failed} failed, {tests - failed - errors - skipped} passed, {skipped} skipped, {errors} errors"
+
+
+def _run_line(runs: Runs, name: str) -> str:
+    try:
+        verdict = runs.load(name).verdict
+    except RunError as exc:
+        return f"run {name} unreadable: {exc}"
+    if verdict is None:
+        return f"run {name}: no verdict stored"
+    failing = [line for line in verdict.lines if line.fails]
+    return f"run {name}: {verdict.word}, {len(verdict.lines)} lines checked, {len(failing)} failing"
 
 
 def _environment_line(text: str) -> str:
@@ -218,7 +246,7 @@ def _environment_line(text: str) -> str:
             f"{env.gpus} GPU(s) {', '.join(env.gpu_names)}; missing: {', '.join(env.missing) or 'none'}")
 
 
-def summary_markdown(steps: Sequence[Step], total_s: float) -> str:
+def summary_markdown(steps: Sequence[CheckStep], total_s: float) -> str:
     rows = [{"step": s.name, "what": s.what, "exit": s.exit_code, "seconds": f"{s.seconds:.0f}", "found": s.found}
             for s in steps]
     failed = [s.name for s in steps if s.exit_code != 0]
@@ -231,28 +259,43 @@ def summary_markdown(steps: Sequence[Step], total_s: float) -> str:
             + ("\n## Failures by cause\n\n" + "\n\n".join(causes) + "\n" if causes else ""))
 
 
+class StepNames(Arg):
+    """Comma-separated names of the check's steps."""
+
+    kind = "names"
+
+    def __call__(self, text: str) -> list[str]:
+        wanted = [name for name in text.split(",") if name]
+        known = [s.name for s in plan(Path("."), 8)]
+        unknown = sorted(set(wanted) - set(known))
+        if not wanted or unknown:
+            self.refuse(text, f"comma-separated step names among {', '.join(known)}")
+        return wanted
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.gpu_check", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=OutFolder("the check's folder"),
+                   help="directory for the summary, the logs and the runs")
+    p.add_argument("--steps", type=StepNames(), help="comma-separated step names to run (default: every step)")
+    p.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.gpu_check", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, help="directory for the summary, the logs and the runs")
-    parser.add_argument("--steps", help="comma-separated step names to run (default: every step)")
-    parser.add_argument("--environment", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     if args.environment:
         print(json.dumps(to_json(environment())))
         return 0
     if args.out is None:
-        parser.error("--out: got nothing, but should be a directory for the check's files")
+        parser_.error("--out: got nothing, but should be a directory for the check's files")
     import torch
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     steps = plan(args.out.resolve(), gpus)
     if args.steps:
-        wanted = args.steps.split(",")
-        unknown = sorted(set(wanted) - {s.name for s in steps})
-        if unknown:
-            parser.error(f"--steps: got {unknown}, but should be among {', '.join(s.name for s in steps)}")
-        steps = [s for s in steps if s.name in wanted]
+        steps = [s for s in steps if s.name in args.steps]
     elif gpus == 0:
         print("No CUDA device here: the GPU check runs on a GPU node (use --steps environment,hardware to "
               "try its first steps anyway).", file=sys.stderr)

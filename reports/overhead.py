@@ -5,22 +5,27 @@ What is computed and how: ``benchmarks.padding``.
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Sequence
 
-from benchmarks.padding import NOTES_CLAIMS, overhead_table
+from benchmarks.measuring.padding import overhead_table
+from benchmarks.padding import NOTES_CLAIMS
+from cli import Parser
 from datamodel import to_json
 
 from .render.padding import render_markdown
 
 
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.overhead", description=__doc__)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--notes-rows-only", action="store_true", help="only the (model, dp) pairs the design notes' "
+                   "table lists")
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.overhead", description=__doc__)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--notes-rows-only", action="store_true",
-                        help="only the (model, dp) pairs the design notes' table lists")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     rows = overhead_table()
     if args.notes_rows_only:
         rows = [r for r in rows if (r.model, r.dp) in NOTES_CLAIMS]

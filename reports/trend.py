@@ -9,31 +9,31 @@ DIR``, draws one PNG per metric. How a series and its steps are found:
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Sequence
 
+from cli import OutFolder, Parser
+
+from .store.arguments import RunsRoot
 from .comparison.series import trend
 from .render.trend import plot_trend, trend_markdown
-from .store.runs import readable_runs
-from .store.writer import DEFAULT_ROOT
+from .store.runs import Runs
+
+
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.trend", description=__doc__)
+    p.add_argument("--root", type=RunsRoot(), default=Runs(), help="directory holding the runs")
+    p.add_argument("--plots", type=OutFolder("the plots' folder"),
+                   help="write one PNG per gated metric into this directory")
+    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit 0, or 2 when the runs root does not exist."""
-    parser = argparse.ArgumentParser(prog="python -m reports.trend", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
-    parser.add_argument("--plots", type=Path, help="write one PNG per gated metric into this directory")
-    args = parser.parse_args(argv)
-    if not args.root.is_dir():
-        print(f"error: --root {args.root}: got no such folder, but should be a runs root written by "
-              "`python -m reports --out`", file=sys.stderr)
-        return 2
-    runs = readable_runs(args.root)
+    """Exit 0, or 2 for a bad argument (a runs root that does not exist among them)."""
+    args = parser().parse_args(argv)
+    runs = args.root.readable()
     if not runs:
-        print(f"No readable runs in {args.root}.")
+        print(f"No readable runs in {args.root.root}.")
         return 0
     all_series = trend(runs)
     print(trend_markdown(all_series))

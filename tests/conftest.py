@@ -15,13 +15,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> Path:
     """The main job in smoke mode, once: every benchmark on tiny inputs, one small suite; its run directory."""
-    from reports.main import main as report_main
-    from reports.store.writer import latest_run
+    from reports.nightly.job import main as report_main
+    from reports.store.runs import Runs
 
     out = tmp_path_factory.mktemp("smoke")
     code = report_main(["--smoke", "--impl", "reference", "--suite", "suites/layout/test_golden.py", "--out", str(out)])
     assert code == 0, f"smoke run: got exit {code}, but should be 0"
-    return latest_run(out)
+    return Runs(out).latest()
 
 
 @pytest.fixture

@@ -11,9 +11,12 @@ import argparse
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 from typing import Sequence
 
 import torch
+
+from cli import Arg, Count, Parser
 
 from .catalog import model_names, model_specs
 from .from_module import read_module
@@ -23,22 +26,46 @@ from .policies import HIGH_BUSBW_ALIGNMENT, POLICIES
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
+class ConfigPath(Arg):
+    """A Hugging Face ``config.json``, or a folder holding one."""
+
+    kind = "file"
+
+    def __call__(self, text: str) -> str:
+        path = Path(text)
+        if not (path.is_file() or (path / "config.json").is_file()):
+            self.refuse(text, "a config.json, or a folder holding one, that exists")
+        return text
+
+
+class Factory(Arg):
+    """``PKG.MOD:FACTORY``: where a factory of the user's lives (imported when the model is read)."""
+
+    kind = "factory"
+
+    def __call__(self, text: str) -> str:
+        module, sep, name = text.partition(":")
+        if not sep or not module or not name.isidentifier():
+            self.refuse(text, "PKG.MOD:FACTORY, a module path and the name of a callable in it")
+        return text
+
+
 def add_model_source(parser: argparse.ArgumentParser) -> None:
     """The model to plan (exactly one of --model, --numel, --config, --module), its --set overrides, and
     --ep: the options every command that reads a model shares."""
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", choices=model_names(), help="a model from fixtures/models.json")
-    what.add_argument("--numel", type=int, help="one flat parameter of this many elements")
-    what.add_argument("--config", metavar="PATH",
+    what.add_argument("--numel", type=Count(1, unit="of elements"), help="one flat parameter of this many elements")
+    what.add_argument("--config", metavar="PATH", type=ConfigPath(),
                       help="a Hugging Face config.json, or a directory holding one (needs transformers)")
-    what.add_argument("--module", metavar="PKG.MOD:FACTORY",
+    what.add_argument("--module", metavar="PKG.MOD:FACTORY", type=Factory(),
                       help="a callable of yours, importable from the current directory, that takes no "
                       "arguments and returns a torch.nn.Module (built on the meta device)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="with --config: override a config field (value parsed as JSON when it parses, "
                         "else a string); repeatable, a dotted key reaches into a nested field")
     parser.add_argument(
-        "--ep", type=int, default=1,
+        "--ep", type=Count(1), default=1,
         help="expert-parallel size for a mixture-of-experts model (default 1): this rank holds "
         "experts / ep experts, whose buffers are planned for the expert-data-parallel size dp / ep",
     )
@@ -47,30 +74,33 @@ def add_model_source(parser: argparse.ArgumentParser) -> None:
 def check_model_source(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse what ``add_model_source``'s options cannot mean together (``args.dp``: the data-parallel
     size)."""
-    if args.numel is not None and args.numel < 1:
-        parser.error(f"--numel: got {args.numel}, but should be >= 1")
-    if args.ep < 1 or args.dp % args.ep:
+    if args.dp % args.ep:
         parser.error(f"--ep: got {args.ep}, but should be a divisor of --dp {args.dp}")
     if args.set and args.config is None:
         parser.error(f"--set: got {args.set[0]!r}, but --set overrides fields of a --config only")
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m reference.layout", description=__doc__)
-    add_model_source(parser)
-    parser.add_argument("--dp", type=int, default=8, help="data-parallel size (default 8)")
-    parser.add_argument(
-        "--bucket-size", type=int, default=None,
+def parser() -> Parser:
+    p = Parser(prog="python -m reference.layout", description=__doc__)
+    add_model_source(p)
+    p.add_argument("--dp", type=Count(1), default=8, help="data-parallel size (default 8)")
+    p.add_argument(
+        "--bucket-size", type=Count(0, unit="of elements"), default=None,
         help="elements per bucket (default: upstream's max(40M, 1M * dp)); 0 for one bucket",
     )
-    parser.add_argument("--policy", choices=list(POLICIES), default="padded")
-    parser.add_argument("--dtype", choices=list(DTYPES), default="bf16",
-                        help="the dtype every param is planned in (default bf16)")
-    parser.add_argument("--grad-reduce-in-fp32", action="store_true")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--summary", action="store_true", help="totals only, no per-bucket rows")
-    args = parser.parse_args(argv)
-    check_model_source(parser, args)
+    p.add_argument("--policy", choices=list(POLICIES), default="padded")
+    p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="the dtype every param is planned in "
+                   "(default bf16)")
+    p.add_argument("--grad-reduce-in-fp32", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--summary", action="store_true", help="totals only, no per-bucket rows")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser_ = parser()
+    args = parser_.parse_args(argv)
+    check_model_source(parser_, args)
     return args
 
 

@@ -3,9 +3,10 @@
 One row per claim (rules as data: ``CLAIMS``). The verdict compares the
 claimed range with the measured figure's 95% interval of the median:
 **holds** when they overlap, **does not hold here** when the interval lies
-wholly outside, **not measurable on this backend** when the claim rests on a
-mechanism the backend lacks (said why), and **not measured** when the run did
-not measure it (said why). Decided when the run is written, and stored with it.
+wholly outside, **not measurable** when the claim rests on a mechanism the
+backend lacks, **not measured** when the run did not measure it, and **not
+assessed** in a smoke run, each with why. Decided when the run is written,
+and stored with it as a typed outcome.
 """
 
 from __future__ import annotations
@@ -65,19 +66,19 @@ class Claim:
 
     def judge(self, results: Results) -> ClaimVerdict:
         measured = self.measure(results)
-        verdict = ("not assessed: a smoke run's timings mean nothing" if results.run.setup.smoke
-                   else self.verdict(measured, results.run.setup.backend))
-        return ClaimVerdict(self.source, self.text, f"{measured.what}: {measured.shown()}".rstrip(": "), verdict)
+        outcome, why = (("not assessed", "a smoke run's timings mean nothing") if results.run.setup.smoke
+                        else self.outcome(measured, results.run.setup.backend))
+        return ClaimVerdict(self.source, self.text, f"{measured.what}: {measured.shown()}".rstrip(": "), outcome, why)
 
-    def verdict(self, measured: Measured, backend: str) -> str:
+    def outcome(self, measured: Measured, backend: str) -> tuple[str, str]:
         interval = measured.interval()
         if interval is None:
-            return f"not measured: {measured.missing}"
+            return "not measured", measured.missing
         if self.needs_backend and backend != self.needs_backend:
-            return f"not measurable on {backend or 'this backend'}: {self.why_backend}"
+            return "not measurable", self.why_backend
         if interval[1] < self.low or interval[0] > self.high:
-            return "does not hold here"
-        return "holds"
+            return "does not hold", ""
+        return "holds", ""
 
 
 def _figure(record, figure: Figure | None, what: str, absent: str) -> Measured:
@@ -151,7 +152,7 @@ def _bucket_megabytes(upper_only: bool) -> Callable[[Results], Measured]:
         if record is None:
             return Measured("", missing="no bucket-size benchmark in this run (not selected)")
         if not record.verification.verified:
-            return Measured("", missing=f"the prediction was not verified here ({record.verification.why})")
+            return Measured("", missing=f"the prediction was not verified here ({record.verification.evidence()})")
         total = record.bucket_bytes(None) / 1e6
         if total <= CLAIM_SIZES_MB[-1] and results.run.setup.backend == "nccl":
             return Measured("", missing=f"the benchmark model holds {total:.3g} MB of grads in all: no "

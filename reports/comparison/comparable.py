@@ -11,10 +11,8 @@ and never gated against. The trend draws one series per setup.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..store.model import Results
-from ..store.runs import load_results, run_names
+from ..store.runs import Runs
 
 
 def why_not_comparable(old: Results, new: Results) -> str | None:
@@ -23,17 +21,17 @@ def why_not_comparable(old: Results, new: Results) -> str | None:
     return "; ".join(diff) if diff else None
 
 
-def previous_comparable(root: Path, name: str, results: Results) -> tuple[tuple[str, Results] | None, list[str]]:
-    """The newest run before ``name`` with the setup of ``results`` (its name and results), and a line for each
-    newer one passed over because its setup differs.
+def previous_comparable(runs: Runs, results: Results) -> tuple[Results | None, list[str]]:
+    """The newest run before ``results`` with its setup, and a line for each newer one passed over because its
+    setup differs.
 
     A run that cannot be read on the way is a ``RunError``: it may be the very run this one should be compared
     with, so passing over it would let a malformed run pass the gate."""
     passed = []
-    for earlier in reversed([n for n in run_names(root) if n < name]):
-        old = load_results(Path(root) / earlier)
+    for earlier in reversed([n for n in runs.names() if n < results.run.name]):
+        old = runs.load(earlier)
         why = why_not_comparable(old, results)
         if why is None:
-            return (earlier, old), passed
+            return old, passed
         passed.append(f"{earlier}: another setup ({why})")
     return None, passed

@@ -23,10 +23,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..store.model import Point, Results, Series, Step
+from ..store.model import LevelShift, Point, Results, Series, Setup
 from .changes import DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD
-
-Run = tuple[str, Results]
 
 
 def step_detection():
@@ -39,7 +37,7 @@ def step_detection():
 
 
 def first_step(points: Sequence[Point], better: str, absolute: bool, threshold: float = DEFAULT_THRESHOLD,
-               absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> Step | None:
+               absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> LevelShift | None:
     """The first step of the medians beyond the threshold, or None."""
     values = [p.value for p in points]
     detect_steps = step_detection()
@@ -50,7 +48,7 @@ def first_step(points: Sequence[Point], better: str, absolute: bool, threshold: 
         change = after - before if absolute else ((after - before) / abs(before) if before else math.inf)
         if abs(change) > (absolute_threshold if absolute else threshold):
             gain = change if better == "higher" else -change
-            return Step(points[left].run, "improvement" if gain > 0 else "regression", float(change))
+            return LevelShift(points[left].run, "improvement" if gain > 0 else "regression", float(change))
     return None
 
 
@@ -61,18 +59,18 @@ def _weights(points: Sequence[Point]) -> list[float] | None:
     return [1 / max(p.interval[1] - p.interval[0], 1e-12) ** 2 if p.interval else math.nan for p in points]
 
 
-def gated_keys(runs: Sequence[Run]) -> list[str]:
+def gated_keys(runs: Sequence[Results]) -> list[str]:
     """The metrics any of the runs gates, or holds under a gate rule (gated but for a missed sampling target), that
     are a figure or a count: a bare value (what runs wrote before figures kept their samples) draws no series of
     its own, but joins the series a later run's figure starts."""
-    return sorted({k for _, r in runs for k, m in r.metrics.items()
+    return sorted({k for r in runs for k, m in r.metrics.items()
                    if (m.gated or m.sampling) and (m.figure is not None or m.exact)})
 
 
-def series(runs: Sequence[Run], key: str, setup: str) -> Series:
+def series(runs: Sequence[Results], key: str, setup: str) -> Series:
     """The metric across the runs that have it, oldest first."""
     points, unit, better, absolute = [], "", "higher", False
-    for name, results in runs:
+    for results in runs:
         metric = results.metrics.get(key)
         if metric is None:
             continue
@@ -80,19 +78,24 @@ def series(runs: Sequence[Run], key: str, setup: str) -> Series:
         interval = None
         if metric.figure is not None:
             interval, absolute = metric.figure.interval, metric.figure.spread_kind == "absolute"
-        points.append(Point(name, metric.value, interval))
+        points.append(Point(results.run.name, metric.value, interval))
     return Series(key, unit, better, absolute, setup, tuple(points), first_step(points, better, absolute))
 
 
-def by_setup(runs: Sequence[Run]) -> dict[str, list[Run]]:
+def by_setup(runs: Sequence[Results]) -> dict[Setup, list[Results]]:
     """The runs grouped by setup, each group oldest first, groups in order of their first run."""
-    groups: dict[str, list[Run]] = {}
-    for name, results in runs:
-        groups.setdefault(results.run.setup.label(), []).append((name, results))
+    groups: dict[Setup, list[Results]] = {}
+    for results in runs:
+        groups.setdefault(results.run.setup, []).append(results)
     return groups
 
 
-def trend(runs: Sequence[Run], last: int | None = None) -> list[Series]:
+def setup_trend(group: Sequence[Results]) -> list[Series]:
+    """Every gated metric of the runs of one setup, one series each."""
+    label = group[0].run.setup.label() if group else ""
+    return [series(group, key, label) for key in gated_keys(group)]
+
+
+def trend(runs: Sequence[Results], last: int | None = None) -> list[Series]:
     """Every gated metric of every setup, one series per (setup, metric), over each setup's ``last`` runs."""
-    groups = {setup: group[-last:] if last else group for setup, group in by_setup(runs).items()}
-    return [series(group, key, setup) for setup, group in groups.items() for key in gated_keys(group)]
+    return [s for group in by_setup(runs).values() for s in setup_trend(group[-last:] if last else group)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass
 
-from datamodel import doc
 from fixtures.broken import BrokenEntry, catalogue
 
+from .records import StrengthRecord
 from .suites import run_suite
 
 
@@ -60,20 +60,6 @@ def measure_strength(progress=print) -> list[Caught]:
         progress(f"  {entry.name}: {len(result.failed_ids)} failing tests")
         results.append(Caught(entry, result.failed_ids, result.exit_code, result.crashed_ids))
     return results
-
-
-@dataclass(frozen=True)
-class StrengthRecord:
-    """One deliberately broken implementation against the suite it targets."""
-
-    broken: str = doc("the broken implementation (fixtures/broken/)")
-    bug: str = doc("the bug it carries")
-    suite: str = doc("the suite it is run against")
-    caught: bool = doc("whether a check caught it (a crash is not a catch)")
-    expected_tests_failed: bool = doc("whether every test its entry names failed, by a check")
-    failing_tests: int = doc("failed checks")
-    crashed_tests: int = doc("tests failed by an exception other than an assertion")
-    caught_by: str = doc("the test modules whose checks failed")
 
 
 def strength_records(results: list[Caught]) -> list[StrengthRecord]:

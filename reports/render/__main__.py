@@ -9,30 +9,31 @@ is not the one it wrote, so it needs ``--out`` and never overwrites it.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Sequence
 
-from ..store.runs import RunError, load_results
+from cli import OutFolder, Parser
+
+from ..store.arguments import RunFolder
+from ..store.runs import load_results
 from .report import build_report, draw_plots
 
 
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.render", description=__doc__)
+    p.add_argument("run", type=RunFolder(), help="a run directory holding results.json")
+    p.add_argument("--out", type=OutFolder("the report's folder"),
+                   help="where report.md and the plots go (default: the run directory)")
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.render", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run", type=Path, help="a run directory holding results.json")
-    parser.add_argument("--out", type=Path, help="where report.md and the plots go (default: the run directory)")
-    args = parser.parse_args(argv)
-    try:
-        results = load_results(args.run)
-    except RunError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    parser_ = parser()
+    args = parser_.parse_args(argv)
+    results = load_results(args.run)
     if results.upgraded and args.out is None:
-        print(f"error: {args.run} was written under schema {results.upgraded.from_schema}: its rebuilt report would "
-              "not be the one it wrote, so give --out DIR rather than overwrite it", file=sys.stderr)
-        return 2
+        parser_.error(f"--out: got none for {args.run}, written under schema {results.upgraded.from_schema}, but "
+                      "should be given: its rebuilt report would not be the one it wrote, so it is never overwritten")
     out = args.out or args.run
     out.mkdir(parents=True, exist_ok=True)
     plots = draw_plots(results, out)

@@ -9,6 +9,8 @@ from benchmarks.stats import Summary, describe
 
 from ..comparison.changes import ALPHA, DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD, STATUS_ORDER
 from ..store.model import Change, Comparison
+from ..store.upgrade import written_before
+from ..views.run import comparison_view
 from .table import table
 
 
@@ -81,8 +83,8 @@ def comparison_markdown(changes: Sequence[Change], threshold: float = DEFAULT_TH
     text = summary_line(changes, threshold, alpha)
     unsampled = [c for c in changes if c.test == "threshold"]
     if unsampled:
-        text += (f"\n\nNote: {len(unsampled)} metrics have no samples in one of the runs (written before "
-                 f"figures kept their samples): they are compared by the threshold alone.")
+        text += (f"\n\nNote: {len(unsampled)} metrics have no samples in one of the runs "
+                 f"({written_before('samples')}): they are compared by the threshold alone.")
     gated = sorted((c for c in changes if c.gated), key=lambda c: (STATUS_ORDER.index(c.status), c.key))
     if gated:
         text += "\n\nGated metrics (a regression here fails the job):\n\n" + _table(gated)
@@ -101,12 +103,9 @@ def _table(changes: Sequence[Change]) -> str:
 
 def run_comparison_markdown(comparison: Comparison | None) -> str:
     """A run's comparison section: the runs passed over, then what changed against the earlier run."""
-    if comparison is None:
-        return "Not compared (a run written before comparisons were stored)."
-    if comparison.error is not None:
-        return f"Not compared: an earlier run cannot be read: {comparison.error}"
-    notes = "".join(f"Passed over {line}.\n\n" for line in comparison.passed_over)
-    if comparison.against is None:
-        return notes + "No earlier run of this setup to compare with: nothing is gated."
-    return (notes + f"Against {comparison.against}. "
+    view = comparison_view(comparison)
+    notes = "".join(f"Passed over {line}.\n\n" for line in view.passed_over)
+    if view.state != "compared":
+        return notes + view.sentence
+    return (notes + view.sentence + " "
             + comparison_markdown(comparison.changes, comparison.threshold, comparison.alpha))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..conformance.strength import StrengthRecord
-from ..conformance.suites import SuiteRun
+from ..conformance.records import StrengthRecord, SuiteRun
 from ..views.compositions import CompositionsView
 from .table import table
 

@@ -7,8 +7,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from hardware.devices import (RESTRICTED_COMPUTE_MODES, TOPOLOGY_LEVELS, DevicePair, NoNvml, Nvml, NvLinks,
-                              NvmlDevice, UnreachableDevice)
+from hardware.devices import (
+    RESTRICTED_COMPUTE_MODES,
+    TOPOLOGY_LEVELS,
+    DevicePair,
+    NoNvml,
+    NvLinks,
+    Nvml,
+    NvmlDevice,
+    UnreachableDevice,
+)
 from hardware.node import Node
 from hardware.noise import Noise, suspects
 from hardware.nvlink_traffic import NvlinkDelta

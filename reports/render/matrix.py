@@ -12,7 +12,7 @@ implementation's runs of both suites and gives one cell per family:
 - **n/a** when the run collected none.
 
 The cells are data (``matrix``), drawn here as markdown for report.md and by
-``reports.site`` as HTML, so both say the same.
+``reports.website`` as HTML, so both say the same.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..conformance.families import FAMILIES, OUTCOMES, Counting
-from ..conformance.suites import SuiteRun
+from ..conformance.records import SuiteRun
 from .table import table
 
 LEGEND = ("pass n: n tests passed and none failed (xfail: recorded findings, docs/peers.md); FAIL: a check "

@@ -12,7 +12,6 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
-
 from typing import Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -17,6 +17,7 @@ from benchmarks.stats import UNSTABLE_MARK
 
 from ..store.model import ClaimVerdict, Results
 from ..views.compositions import compositions_view
+from ..views.run import claim_rows, claims_missing
 from .comparison import run_comparison_markdown
 from .conformance import compositions_markdown, conformance_markdown, strength_markdown
 from .hardware import hardware_markdown, nodes_markdown, noise_markdown
@@ -30,16 +31,17 @@ from .trend import plot_trend, trend_markdown
 
 
 def claims_markdown(claims: tuple[ClaimVerdict, ...]) -> str:
-    if not claims:
-        return "Not judged (a run written before the claims' verdicts were stored)."
-    rows = [{"source": c.source, "claim": c.claim, "measured": c.measured, "verdict": c.verdict} for c in claims]
-    return table(rows, numparse=False) + (
+    missing = claims_missing(claims)
+    if missing:
+        return missing
+    return table(claim_rows(claims), numparse=False) + (
         "\n\nThe typical-overhead table is recomputed from real shapes under "
         "[Padding overhead: the design notes' table recomputed](#padding-overhead-the-design-notes-table-recomputed); "
         "docs/errata.md explains each difference.")
 
 
-def build_report(results: Results) -> str:
+def build_report(results: Results, with_verdict: bool = True) -> str:
+    """``with_verdict``: the summary leads with the verdict (the site's run page shows it above the report)."""
     run = results.run
     notes_rows = [r for r in results.overhead if (r.model, r.dp) in NOTES_CLAIMS]
     parts = [
@@ -48,7 +50,7 @@ def build_report(results: Results) -> str:
         f"{' (SMOKE: timings mean nothing)' if run.setup.smoke else ''}. Timed figures are medians "
         f"[95% interval of the median] over repeated rounds; {UNSTABLE_MARK} marks a figure whose spread passes "
         "its limit." + (f" Reproduce: `{' '.join(run.command)}` at commit {run.commit}." if run.command else ""),
-        "## Summary", summary_markdown(results),
+        "## Summary", summary_markdown(results, with_verdict),
         "## Conformance matrix", matrix_markdown(results.conformance),
         "## Conformance", conformance_markdown(results.conformance) if results.conformance
         else "Not run (--no-suites).",

@@ -23,6 +23,7 @@ from benchmarks.stats import UNSTABLE_MARK, describe
 from hardware.noise import suspects
 
 from ..store.model import Results
+from ..views.run import line_words, verdict_view
 from .table import table
 
 
@@ -95,21 +96,16 @@ def unstable_keys(metrics: dict[str, Metric]) -> list[str]:
 
 
 def verdict_markdown(results: Results) -> str:
-    verdict = results.verdict
-    if verdict is None:
-        return "**Verdict: not recorded** (a run written before verdicts were stored)"
-    smoke = " (smoke run: the figures mean nothing)" if results.run.setup.smoke else ""
-    head = f"**Verdict: {verdict.word}**{smoke}"
-    return head + "\n\n" + "\n".join(f"- {line.text}{STATUS_MARKS[line.status]}" for line in verdict.lines)
+    view = verdict_view(results)
+    head = f"**{view.title}**" + (f" ({view.note})" if view.note else "")
+    if view.word is None:
+        return head
+    return head + "\n\n" + "\n".join(f"- {line_words(line)}" for line in view.lines)
 
 
-STATUS_MARKS = {"pass": "", "fail": " — FAIL", "not applicable": " — not applicable", "reported": "",
-                "error": " — ERROR"}
-"""How each status of a verdict line is marked after its words (``VerdictLine.status``)."""
-
-
-def summary_markdown(results: Results) -> str:
-    parts = [verdict_markdown(results)]
+def summary_markdown(results: Results, with_verdict: bool = True) -> str:
+    """``with_verdict``: lead with the verdict (a page that shows it apart leaves it out)."""
+    parts = [verdict_markdown(results)] if with_verdict else []
     metrics = results.metrics
     rows = headline_rows(metrics)
     if rows:

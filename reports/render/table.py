@@ -66,4 +66,4 @@ def sampling_note(sampled: Sampled | None) -> str:
 def _reached(target: TargetOutcome) -> str:
     if target.achieved is None:
         return "no interval yet"
-    return f"±{target.achieved:.1%}" if target.target.endswith("%") else f"±{target.achieved:.3g}"
+    return f"±{target.achieved:.1%}" if target.kind == "relative" else f"±{target.achieved:.3g}"

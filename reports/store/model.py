@@ -1,6 +1,6 @@
 """The results of one run, typed: what ``results.json`` holds, what every reader reads.
 
-A run is written once, by ``reports.main``, as ``Results``; ``load_results``
+A run is written once, by ``reports.nightly.job``, as ``Results``; ``load_results``
 (``reports.store.runs``) reads any run this project ever wrote into the
 current ``Results`` (older schemas are upgraded there, and only there). Every
 field carries its meaning, and ``reports/schema.md`` is generated from them.
@@ -26,12 +26,11 @@ from benchmarks.settings import BenchSettings
 from benchmarks.stats import Summary
 from datamodel import doc, from_json, to_json
 from hardware.node import Node
-
-from ..conformance.strength import StrengthRecord
-from ..conformance.suites import SuiteRun
 from suites.multigpu.records import Exploration
 
-SCHEMA = 7
+from ..conformance.records import StrengthRecord, SuiteRun
+
+SCHEMA = 8
 METHOD = 4
 """How the benchmarks measure; raised whenever a figure is taken differently (4: rounds calibrated to targets,
 impossible and noise-bound figures refused)."""
@@ -89,6 +88,10 @@ def _shown(value: Any) -> str:
     return "; ".join(value) if isinstance(value, tuple) else str(value)
 
 
+DIRTY = "+dirty"
+"""How ``Run.commit`` marks a tree with uncommitted changes."""
+
+
 @dataclass(frozen=True)
 class Run:
     """Which run this is, where, and how it was started."""
@@ -99,6 +102,16 @@ class Run:
     commit: str | None = doc("the project's commit, with '+dirty' when the tree had changes; null when unknown", None)
     command: tuple[str, ...] | None = doc("the command that made the run, to reproduce it; null for runs that did "
                                           "not record it", None)
+
+    @property
+    def revision(self) -> str | None:
+        """The commit alone, without its mark of uncommitted changes."""
+        return self.commit.removesuffix(DIRTY) if self.commit else None
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the tree had uncommitted changes: the commit alone does not reproduce the run."""
+        return bool(self.commit and self.commit.endswith(DIRTY))
 
 
 @dataclass(frozen=True)
@@ -154,7 +167,7 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Step:
+class LevelShift:
     run: str = doc("the first run after the step")
     direction: str = doc("regression or improvement")
     change: float = doc("the level change, relative (or absolute for efficiencies)")
@@ -171,7 +184,7 @@ class Series:
     absolute: bool = doc("whether moves are absolute (efficiencies) rather than relative")
     setup: str = doc("the setup every run of the series shares")
     points: tuple[Point, ...] = doc("one per run that has the metric, oldest first")
-    step: Step | None = doc("the first step beyond the threshold; null when none (or without asv)")
+    step: LevelShift | None = doc("the first step beyond the threshold; null when none (or without asv)")
 
 
 @dataclass(frozen=True)
@@ -181,7 +194,18 @@ class ClaimVerdict:
     source: str = doc("the design note it comes from")
     claim: str = doc("the claim, with its range")
     measured: str = doc("what was measured, with its interval")
-    verdict: str = doc("holds, does not hold here, not measurable on this backend (why), not measured (why)")
+    outcome: Literal["holds", "does not hold", "not measurable", "not measured", "not assessed"] = doc(
+        "holds (the claimed range meets the measured interval), does not hold (the interval lies wholly outside), "
+        "not measurable (the backend lacks the mechanism), not measured (the run has no such figure), not "
+        "assessed (a smoke run)")
+    why: str = doc("why it was not measurable, measured or assessed; empty when it holds or does not")
+
+    @property
+    def verdict(self) -> str:
+        """The outcome in words, with its reason."""
+        words = {"does not hold": "does not hold here", "not measurable": "not measurable on this backend"}.get(
+            self.outcome, self.outcome)
+        return f"{words}: {self.why}" if self.why else words
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,12 @@ A run of schema 5 or later is brought up one schema at a time, each step a
 function of the JSON (``STEPS``), then read strictly; the earlier ones,
 whose records had other shapes, are read into the model directly.
 
-- **7** (now) is read as it is, strictly.
+- **8** (now) is read as it is, strictly.
+- **7** (verdict lines typed): the claims' verdicts, the tuner's
+  verification and the sampling targets' kinds were words; each claim gets
+  its outcome and why from its verdict's first words, the verification its
+  problems and what held, and each target its kind from its own ('±2%' is
+  relative, '±0.03' absolute); schema 4's records too.
 - **6** (one setup per run): its verdict lines held words and two flags
   (``fails``, ``error``); each gets its kind (conformance, collectives, gate)
   and its status, taken from those, the one place where a decision is read
@@ -46,11 +51,10 @@ from benchmarks.settings import BenchSettings
 from datamodel import DecodeError, from_json, mismatch
 from hardware.node import Node
 
-from ..conformance.strength import StrengthRecord
-from ..conformance.suites import SuiteRun
+from ..conformance.records import StrengthRecord, SuiteRun
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
-SCHEMAS = (1, 2, 3, 4, 5, 6, SCHEMA)
+SCHEMAS = (1, 2, 3, 4, 5, 6, 7, SCHEMA)
 SCHEMA_5_RUN_REPEATS = ("mode", "world_size", "backend", "tensors", "smoke")
 """What schema 5's run record repeated of its setup."""
 EARLIER_METHOD = 2
@@ -110,6 +114,63 @@ def _six_to_seven(data: dict) -> dict:
     return {**data, "schema": 7, "verdict": verdict, "explorations": []}
 
 
+def _seven_to_eight(data: dict) -> dict:
+    benchmarks = data.get("benchmarks")
+    if isinstance(benchmarks, dict):
+        benchmarks = {name: [_typed_targets(r) for r in rows] if isinstance(rows, list) else rows
+                      for name, rows in benchmarks.items()}
+    if isinstance(benchmarks, dict) and isinstance(benchmarks.get("bucket_size"), list):
+        benchmarks = {**benchmarks, "bucket_size": [_typed_verification(r) for r in benchmarks["bucket_size"]]}
+    claims = data.get("claims")
+    if isinstance(claims, list):
+        claims = [_typed_claim(c, f"$.claims[{i}]") for i, c in enumerate(claims)]
+    return {**data, "schema": 8, "benchmarks": benchmarks, "claims": claims}
+
+
+def _typed_targets(record: Any) -> Any:
+    """A record whose sampling's targets said their kind in words only ('±2%' relative, '±0.03' absolute), with
+    the kind."""
+    sampling = record.get("sampling") if isinstance(record, dict) else None
+    targets = sampling.get("targets") if isinstance(sampling, dict) else None
+    if not isinstance(targets, dict):
+        return record
+    typed = {key: {**t, "kind": "relative" if str(t.get("target", "")).endswith("%") else "absolute"}
+             if isinstance(t, dict) and "kind" not in t else t for key, t in targets.items()}
+    return {**record, "sampling": {**sampling, "targets": typed}}
+
+
+def _typed_verification(record: Any) -> Any:
+    """A bucket-size record, its verification's words (``why``: 'verified: ...' or 'unverified: a; b') split
+    into what stood against the recommendation and what held."""
+    verification = record.get("verification") if isinstance(record, dict) else None
+    if not isinstance(verification, dict) or not isinstance(verification.get("why"), str):
+        return record
+    verification = dict(verification)
+    why = verification.pop("why")
+    if verification.get("verified"):
+        verification.update(problems=[], held=why.removeprefix("verified: "))
+    else:
+        verification.update(problems=[why.removeprefix("unverified: ")], held="")
+    return {**record, "verification": verification}
+
+
+CLAIM_OUTCOMES = ("holds", "does not hold", "not measurable", "not measured", "not assessed")
+"""A claim's outcomes: the first words of its verdict as schema 7 and earlier wrote it."""
+
+
+def _typed_claim(claim: Any, path: str) -> dict:
+    """A claim whose verdict was words ('not measured: why') with its outcome and why."""
+    if not isinstance(claim, dict) or not isinstance(claim.get("verdict"), str):
+        raise mismatch(path, claim, "a claim with its verdict's words (schema 7 or earlier)")
+    claim = dict(claim)
+    words = claim.pop("verdict")
+    outcome = next((o for o in CLAIM_OUTCOMES if words.startswith(o)), None)
+    if outcome is None:
+        raise mismatch(f"{path}.verdict", words, "words starting " + ", ".join(map(repr, CLAIM_OUTCOMES)))
+    _, _, why = words.partition(": ")
+    return {**claim, "outcome": outcome, "why": why}
+
+
 def _typed_line(line: Any, path: str) -> dict:
     """A schema-6 verdict line (its words and two flags) with the kind and status its words and flags tell."""
     if not isinstance(line, dict) or not isinstance(line.get("text"), str):
@@ -122,7 +183,18 @@ def _typed_line(line: Any, path: str) -> dict:
     return {"kind": kind, "status": status, "text": text}
 
 
-STEPS = {5: _five_to_six, 6: _six_to_seven}
+NOT_STORED_UNTIL = {"verdict": "verdicts were stored", "comparison": "comparisons were stored",
+                    "claims": "the claims' verdicts were stored", "command": "commands were stored",
+                    "samples": "figures kept their samples"}
+"""What older runs did not store, by the field (or the part of a field) a page would show."""
+
+
+def written_before(field: str) -> str:
+    """Why a run shows nothing for ``field``: 'a run written before verdicts were stored'."""
+    return f"a run written before {NOT_STORED_UNTIL[field]}"
+
+
+STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight}
 """Schema n's run, as schema n + 1 writes it."""
 
 
@@ -207,7 +279,7 @@ def _records(data: dict, schema: int, left_out: list[str]) -> Records:
 
 
 def _without_derived(record: Any) -> Any:
-    """Schema 4 stored what ``Sampled`` now derives (targets_met)."""
+    """Schema 4 stored what ``Sampled`` now derives (targets_met), and its targets' kind in words only."""
     if isinstance(record, dict) and isinstance(record.get("sampling"), dict):
-        return {**record, "sampling": {k: v for k, v in record["sampling"].items() if k != "targets_met"}}
-    return record
+        record = {**record, "sampling": {k: v for k, v in record["sampling"].items() if k != "targets_met"}}
+    return _typed_targets(record)

@@ -19,8 +19,8 @@ import math
 import re
 from typing import Sequence
 
-from .html import Markup, esc
 from .history import History, Slot
+from .html import Markup, esc
 
 WIDTH, HEIGHT = 640, 250
 LEFT, RIGHT, TOP, BOTTOM = 58, 12, 24, 34

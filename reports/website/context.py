@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..store.model import Setup
 from .html import Markup, esc, link, slug, up
 
 
@@ -13,8 +14,8 @@ class Context:
     built: str
     kept: frozenset[str]
     """The runs with a page of their own."""
-    setups: dict[str, str]
-    """setup label -> its history page's file name under history/ (smoke setups have none)."""
+    setups: dict[Setup, str]
+    """setup -> its history page's file name under history/ (smoke setups have none)."""
 
     def run_href(self, depth: int) -> str:
         """A run's page from a page ``depth`` folders down, with ``{run}`` for its name."""
@@ -25,9 +26,9 @@ class Context:
             return link(self.run_href(depth).format(run=name) + anchor, name)
         return Markup(f"{esc(name)} (not kept in the site)")
 
-    def setup_link(self, label: str, depth: int) -> Markup:
-        page = self.setups.get(label)
-        return link(f"{up(depth)}history/{page}", label) if page else Markup(esc(label))
+    def setup_link(self, setup: Setup, depth: int) -> Markup:
+        page = self.setups.get(setup)
+        return link(f"{up(depth)}history/{page}", setup.label()) if page else Markup(esc(setup.label()))
 
 
 def setup_page_name(label: str, taken: set[str]) -> str:

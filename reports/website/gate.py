@@ -9,7 +9,8 @@ from typing import Callable, Sequence
 from ..render.comparison import change_rows, summary_line
 from ..render.summary import missed_targets, not_given
 from ..store.model import Change, Results
-from .html import Markup, join, tag, table
+from ..views.run import comparison_view
+from .html import Markup, join, table, tag
 from .refusals import refused_keys
 
 STATUS_SYMBOLS = {"regression": "▼ regression", "improvement": "▲ improvement", "unchanged": "= unchanged",
@@ -29,20 +30,16 @@ def _items(lines: Sequence[str], class_: str | None = None) -> Markup:
 
 def gate_html(results: Results, run_link: Callable[[str], Markup]) -> Markup:
     """``run_link(name)``: a link to that run's page (or its name where the site does not keep it)."""
-    comparison = results.comparison
+    view = comparison_view(results.comparison)
     parts: list = []
-    if comparison is None:
-        parts.append(tag("p", "Not compared (a run written before comparisons were stored)."))
-    elif comparison.error is not None:
-        parts.append(tag("p", f"⚠ Not compared: an earlier run cannot be read: {comparison.error}",
-                         class_="error"))
+    if view.passed_over:
+        parts.append(tag("p", "Passed over (not comparable): " + "; ".join(view.passed_over) + "."))
+    if view.state == "error":
+        parts.append(tag("p", f"⚠ {view.sentence}", class_="error"))
+    elif view.state != "compared":
+        parts.append(tag("p", view.sentence))
     else:
-        if comparison.passed_over:
-            parts.append(tag("p", "Passed over (not comparable): " + "; ".join(comparison.passed_over) + "."))
-        if comparison.against is None:
-            parts.append(tag("p", "No earlier run of this setup to compare with: nothing is gated."))
-        else:
-            parts += _decisions(results, run_link)
+        parts += _decisions(results, run_link)
     refused = not_given(results, findings=False)
     findings = not_given(results, findings=True)
     missed = missed_targets(results.metrics)

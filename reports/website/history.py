@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..comparison.changes import DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD
-from ..comparison.series import by_setup, trend
-from ..store.model import Point, Results, Series
+from ..comparison.series import by_setup, setup_trend
+from ..store.model import Point, Results, Series, Setup
 from .environment import one_line
 from .refusals import refused_keys
-
-Run = tuple[str, Results]
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class History:
 
 @dataclass(frozen=True)
 class SetupHistory:
-    setup: str
+    setup: Setup
     runs: tuple[str, ...]
     figures: tuple[History, ...]
     counts: tuple[History, ...]
@@ -79,37 +77,37 @@ class _Refusals:
     def __init__(self) -> None:
         self.found: dict[str, dict] = {}
 
-    def why(self, name: str, results: Results, key: str) -> str:
+    def why(self, results: Results, key: str) -> str:
+        name = results.run.name
         if name not in self.found:
             self.found[name] = refused_keys(results)
         refusal = self.found[name].get(key)
         return f"refused: {refusal}" if refusal else "not measured in this run"
 
 
-def history(series: Series, group: Sequence[Run], refusals: _Refusals) -> History:
+def history(series: Series, group: Sequence[Results], refusals: _Refusals) -> History:
     by_run = {p.run: p for p in series.points}
     slots = []
-    for name, results in group:
+    for results in group:
+        name = results.run.name
         point = by_run.get(name)
         missing = ""
         if point is not None and not math.isfinite(point.value):
             point, missing = None, f"no finite value ({point.value}): a lost measurement"
         elif point is None:
-            missing = refusals.why(name, results, series.key)
+            missing = refusals.why(results, series.key)
         slots.append(Slot(name, point, missing, status(results, series.key),
                           threshold(results, series.key, series.absolute), one_line(results)))
-    exact = any(r.metrics[series.key].exact for _, r in group if series.key in r.metrics)
+    exact = any(r.metrics[series.key].exact for r in group if series.key in r.metrics)
     return History(series, tuple(slots), exact)
 
 
-def histories(runs: Sequence[Run]) -> list[SetupHistory]:
+def histories(runs: Sequence[Results]) -> list[SetupHistory]:
     """One history per setup of the runs that are not smoke runs, in order of each setup's first run."""
-    drawn = [(name, results) for name, results in runs if not results.run.setup.smoke]
-    groups = by_setup(drawn)
     refusals = _Refusals()
-    made: dict[str, list[History]] = {setup: [] for setup in groups}
-    for series in trend(drawn):
-        made[series.setup].append(history(series, groups[series.setup], refusals))
-    return [SetupHistory(setup, tuple(n for n, _ in groups[setup]),
-                         tuple(h for h in found if not h.exact), tuple(h for h in found if h.exact))
-            for setup, found in made.items()]
+    made = []
+    for setup, group in by_setup([r for r in runs if not r.run.setup.smoke]).items():
+        found = [history(series, group, refusals) for series in setup_trend(group)]
+        made.append(SetupHistory(setup, tuple(r.run.name for r in group),
+                                 tuple(h for h in found if not h.exact), tuple(h for h in found if h.exact)))
+    return made

@@ -102,8 +102,8 @@ def setup_history_html(history: SetupHistory, ctx: Context, depth: int) -> Marku
 
 
 def history_page(history: SetupHistory, ctx: Context) -> str:
-    body = join([tag("h1", f"History: {history.setup}"), setup_history_html(history, ctx, depth=1)])
-    return page(f"History: {history.setup}", body, depth=1, built=ctx.built)
+    body = join([tag("h1", f"History: {history.setup.label()}"), setup_history_html(history, ctx, depth=1)])
+    return page(f"History: {history.setup.label()}", body, depth=1, built=ctx.built)
 
 
 def history_index(histories: Sequence[SetupHistory], ctx: Context) -> str:

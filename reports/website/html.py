@@ -81,7 +81,7 @@ def page(title: str, body: Any, depth: int, built: str) -> str:
         tag("body", join([
             tag("header", join([tag("span", SITE_NAME, class_="site"), tag("nav", nav)])),
             tag("main", body),
-            tag("footer", f"Built {built} by python -m reports.site from the runs' results alone."),
+            tag("footer", f"Built {built} by python -m reports.website from the runs' results alone."),
             tag("div", "", id="tip", role="tooltip", hidden="hidden"),
         ])),
     ]), lang="en") + "\n")

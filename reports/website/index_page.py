@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..store.model import ClaimVerdict, Results
+from ..store.runs import Unreadable
 from ..views.compositions import compositions_view
+from ..views.run import claim_rows, claims_missing, verdict_view
 from .compositions import compositions_html
 from .context import Context
 from .gate import gate_html
@@ -15,64 +17,51 @@ from .history import SetupHistory
 from .history_page import setup_history_html
 from .html import Markup, join, link, page, table, tag
 from .matrix import matrix_html
-from .verdict import SYMBOLS, verdict_html
+from .verdict import verdict_html
 
-Run = tuple[str, Results]
 RECENT = 10
 SECTIONS = (("matrix", "Conformance matrix"), ("compositions", "Compositions"), ("gate", "The gate"),
             ("history", "History"), ("claims", "Claims"), ("runs", "Recent runs"))
 UNREADABLE_SHOWN = 50
 
 
-def claim_mark(verdict: str) -> str:
-    if verdict.startswith("holds"):
-        return "✔ "
-    if verdict.startswith("does not hold"):
-        return "✘ "
-    return "– "
-
-
 def claims_html(claims: Sequence[ClaimVerdict]) -> Markup:
-    if not claims:
-        return tag("p", "Not judged (a run written before the claims' verdicts were stored).")
-    return table([{"source": c.source, "claim": c.claim, "measured": c.measured,
-                   "verdict": claim_mark(c.verdict) + c.verdict} for c in claims])
+    missing = claims_missing(tuple(claims))
+    return tag("p", missing) if missing else table(claim_rows(tuple(claims), marked=True))
 
 
 def verdict_word(results: Results) -> str:
-    if results.verdict is None:
-        return "not recorded"
-    word = results.verdict.word
-    return f"{SYMBOLS[word]} {word}"
+    view = verdict_view(results)
+    return f"{view.symbol} {view.word}" if view.word else "not recorded"
 
 
-def runs_table(runs: Sequence[Run], ctx: Context, depth: int) -> Markup:
+def runs_table(runs: Sequence[Results], ctx: Context, depth: int) -> Markup:
     """Newest first: each run with its setup, verdict, gated regressions and commit."""
     rows = []
-    for name, results in reversed(runs):
+    for results in reversed(runs):
         comparison = results.comparison
         compared = comparison and comparison.against and not comparison.error
         regressions = len(comparison.regressions) if compared else ""
-        rows.append({"run": ctx.run_link(name, depth),
-                     "setup": ctx.setup_link(results.run.setup.label(), depth),
+        rows.append({"run": ctx.run_link(results.run.name, depth),
+                     "setup": ctx.setup_link(results.run.setup, depth),
                      "verdict": verdict_word(results), "gated regressions": regressions,
                      "commit": (results.run.commit or "")[:12], "host": results.run.host})
     return table(rows)
 
 
-def unreadable_html(unreadable: Sequence[tuple[str, str]]) -> Markup:
+def unreadable_html(unreadable: Sequence[Unreadable]) -> Markup:
     if not unreadable:
         return Markup("")
     shown = list(reversed(unreadable))[:UNREADABLE_SHOWN]
     more = len(unreadable) - len(shown)
-    items = [tag("li", join([tag("code", name), ": ", why])) for name, why in shown]
+    items = [tag("li", join([tag("code", u.name), ": ", u.why])) for u in shown]
     return tag("section", join([
         tag("h2", f"⚠ Runs that cannot be read: {len(unreadable)}", id="unreadable"),
         tag("p", "Left out of the site; nothing else is affected. Newest first:"),
         tag("ul", join(items)), tag("p", f"... and {more} older.") if more else ""]), class_="unreadable")
 
 
-def index_page(runs: Sequence[Run], histories: Sequence[SetupHistory], unreadable: Sequence[tuple[str, str]],
+def index_page(runs: Sequence[Results], histories: Sequence[SetupHistory], unreadable: Sequence[Unreadable],
                ctx: Context) -> str:
     """``runs``: the kept runs, oldest first; the last is the latest."""
     if not runs:
@@ -80,8 +69,8 @@ def index_page(runs: Sequence[Run], histories: Sequence[SetupHistory], unreadabl
                      tag("p", "No readable run in the runs directory: `python -m reports` writes one."),
                      unreadable_html(unreadable)])
         return page("Latest run", body, depth=0, built=ctx.built)
-    name, results = runs[-1]
-    run = results.run
+    results = runs[-1]
+    run, name = results.run, results.run.name
     drawn = max(histories, key=lambda h: h.runs[-1]) if histories else None
     history = [tag("h2", "History", id="history")]
     if drawn is None:
@@ -97,7 +86,7 @@ def index_page(runs: Sequence[Run], histories: Sequence[SetupHistory], unreadabl
         history.append(tag("p", join(["Other setups: ", links, "."])))
     body = join([
         tag("h1", join(["Latest run: ", ctx.run_link(name, depth=0)])),
-        tag("p", join([f"On {run.host}: ", ctx.setup_link(run.setup.label(), depth=0), ". Commit ",
+        tag("p", join([f"On {run.host}: ", ctx.setup_link(run.setup, depth=0), ". Commit ",
                        tag("code", run.commit or "not recorded"), "."])),
         tag("nav", join([link(f"#{anchor}", title) for anchor, title in SECTIONS], " · "), class_="toc"),
         unreadable_html(unreadable),
@@ -116,7 +105,7 @@ def index_page(runs: Sequence[Run], histories: Sequence[SetupHistory], unreadabl
     return page("Latest run", body, depth=0, built=ctx.built)
 
 
-def runs_page(runs: Sequence[Run], ctx: Context) -> str:
+def runs_page(runs: Sequence[Results], ctx: Context) -> str:
     body = join([tag("h1", f"All runs in the site: {len(runs)}"),
                  tag("p", "Newest first; the site keeps the last runs of each setup (--keep)."),
                  runs_table(runs, ctx, depth=0)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..conformance.suites import SuiteRun
+from ..conformance.records import SuiteRun
 from ..render.matrix import LEGEND, Notes, cell_text, matrix
 from .html import Markup, join, link, slug, tag
 

@@ -12,7 +12,6 @@ tests make their history the same way.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import random
 import sys
@@ -24,12 +23,13 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from benchmarks.stats import Figure
+from cli import Count, Parser
 
 from ..comparison.changes import compare
 from ..comparison.verdict import decide
+from ..store.arguments import RunFolder
 from ..store.model import Results, encode
-from ..store.runs import load_results
-from ..store.writer import dump_json, write_run
+from ..store.runs import Runs, dump_json, load_results
 from .build import DEFAULT_KEEP, build_site
 
 SAMPLES = 12
@@ -60,14 +60,14 @@ def night(results: Results, name: str, *, scale: Callable[[str], float] = lambda
     return replace(results, run=run, metrics=metrics, comparison=None, trend=(), verdict=None)
 
 
-def judge(results: Results, previous: tuple[str, Results] | None) -> Results:
+def judge(results: Results, previous: Results | None) -> Results:
     """The comparison with ``previous`` and the verdict, as the main job decides them."""
-    comparison = compare(previous and previous[0], previous and previous[1].metrics, results.metrics)
+    comparison = compare(previous and previous.run.name, previous and previous.metrics, results.metrics)
     results = replace(results, comparison=comparison)
     return replace(results, verdict=decide(results, fail_on_regression=False))
 
 
-def save(results: Results, root: Path, plots_from: Path | None = None, report: bool = False) -> Path:
+def save(results: Results, runs: Runs, plots_from: Path | None = None, report: bool = False) -> Path:
     """Write the run as the main job does: its results.json from the model, the plots of the run at
     ``plots_from`` beside it, and (``report``) that run's report.md, of a real night's size though not this
     copy's (without it the site rebuilds the report from the results)."""
@@ -76,10 +76,10 @@ def save(results: Results, root: Path, plots_from: Path | None = None, report: b
         source = Path(plots_from) / name
         if source.is_file():
             files[name] = source.read_bytes()
-    return write_run(files, root=root, name=results.run.name)
+    return runs.write(results.run.name, files)
 
 
-def generate(source: Path, root: Path, nights: int, start: datetime | None = None) -> list[str]:
+def generate(source: Path, runs: Runs, nights: int, start: datetime | None = None) -> list[str]:
     """``nights`` runs made from the run at ``source``, one a day, each judged against the one before; a 20%
     step in the first gated figure halfway."""
     base = load_results(source)
@@ -93,8 +93,8 @@ def generate(source: Path, root: Path, nights: int, start: datetime | None = Non
         made = night(base, name, scale=lambda key: drift * (step if key == first else 1.0), seed=day,
                      commit=f"{day:07x}{'0' * 33}")
         made = judge(made, previous)
-        save(made, root, plots_from=source, report=True)
-        previous = (name, made)
+        save(made, runs, plots_from=source, report=True)
+        previous = made
         names.append(name)
     return names
 
@@ -103,10 +103,10 @@ def measure(source: Path, counts: Sequence[int], keep: int = DEFAULT_KEEP) -> li
     lines = []
     for count in counts:
         with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp) / "runs"
-            generate(source, root, count)
+            runs = Runs(Path(tmp) / "runs")
+            generate(source, runs, count)
             started = time.monotonic()
-            built = build_site(root, Path(tmp) / "site", keep)
+            built = build_site(runs, Path(tmp) / "site", keep)
             seconds = time.monotonic() - started
             page, size = built.largest_page
             sizes = sorted(built.pages.values())
@@ -122,15 +122,18 @@ def measure(source: Path, counts: Sequence[int], keep: int = DEFAULT_KEEP) -> li
     return lines
 
 
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.website.measure", description=__doc__)
+    p.add_argument("--from", dest="source", type=RunFolder(), required=True, help="a real run's directory")
+    p.add_argument("--runs", type=Count(1, 3650, unit="of nights"), action="append",
+                   help="repeatable: how many nights (default 30, 365)")
+    p.add_argument("--keep", type=Count(1, unit="of runs"), default=DEFAULT_KEEP,
+                   help=f"as the site's --keep (default {DEFAULT_KEEP})")
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.website.measure", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--from", dest="source", type=Path, required=True, help="a real run's directory")
-    parser.add_argument("--runs", type=int, action="append",
-                        help="repeatable: how many nights (default 30, 365)")
-    parser.add_argument("--keep", type=int, default=DEFAULT_KEEP,
-                        help=f"as the site's --keep (default {DEFAULT_KEEP})")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     for line in measure(args.source, args.runs or [30, 365], args.keep):
         print(line)
     return 0

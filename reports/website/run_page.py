@@ -12,7 +12,9 @@ from ..conformance.families import family_of
 from ..render.matrix import matrix
 from ..render.report import build_report
 from ..store.model import Results
+from ..store.upgrade import written_before
 from ..views.compositions import compositions_view
+from ..views.run import command_missing
 from .compositions import compositions_html
 from .context import Context
 from .environment import differences, environment
@@ -22,7 +24,6 @@ from .markdown import keep_images, markdown_html
 from .matrix import failure_anchor
 from .verdict import verdict_html
 
-Run = tuple[str, Results]
 SECTIONS = (("reproduce", "Reproduce"), ("environment", "Environment"), ("failing-checks", "Failing checks"),
             ("compositions", "Compositions"), ("exports", "Exports"), ("report", "Report"), ("hardware", "Hardware"))
 
@@ -31,27 +32,28 @@ def reproduce_html(results: Results) -> Markup:
     run = results.run
     lines = []
     if run.commit:
-        lines.append(f"git checkout {run.commit.removesuffix('+dirty')}")
+        lines.append(f"git checkout {run.revision}")
     if run.command:
         lines.append(shlex.join(run.command))
     if not lines:
-        return tag("p", "Not recorded (a run written before commands were stored).")
+        return tag("p", f"Not recorded ({written_before('command')}).")
     notes = []
-    if not run.command:
-        notes.append("The command was not recorded (a run written before commands were stored).")
-    if run.commit and run.commit.endswith("+dirty"):
+    missing = command_missing(results)
+    if missing:
+        notes.append(missing)
+    if run.dirty:
         notes.append("The tree had uncommitted changes (+dirty): the commit alone does not reproduce it.")
     return join([tag("pre", tag("code", "\n".join(lines))), *(tag("p", n) for n in notes)])
 
 
-def environment_html(results: Results, previous: Run | None, ctx: Context) -> Markup:
+def environment_html(results: Results, previous: Results | None, ctx: Context) -> Markup:
     if previous is None:
         return join([tag("p", "No earlier run of this setup to compare the environment with. This run's:"),
                      table([{"fact": k, "this run": v} for k, v in environment(results).items()])])
-    found = differences(previous[1], results)
+    found = differences(previous, results)
     changed = [d.fact for d in found if d.changed]
     listed = f" ({', '.join(changed)})." if changed else "."
-    head = join(["Against ", ctx.run_link(previous[0], depth=2), ", the previous run of this setup: "
+    head = join(["Against ", ctx.run_link(previous.run.name, depth=2), ", the previous run of this setup: "
                  f"{len(changed)} of {len(found)} facts changed{listed}"])
     rows = [{"fact": d.fact, "previous run": d.before, "this run": d.now,
              "": "≠ changed" if d.changed else ""} for d in found]
@@ -82,18 +84,16 @@ def failing_html(results: Results) -> Markup:
                        tag("ul", join(items))]) for (label, family), items in found.items()])
 
 
-def run_page(name: str, results: Results, previous: Run | None, report: str | None, plots: Sequence[str],
-             ctx: Context) -> str:
-    """``report``: the run's report.md as the job wrote it, or None to rebuild it from the results; ``plots``:
-    the run's PNGs copied beside the page (the report's other images are named in words)."""
-    if report is None:
-        report = build_report(replace(results, plots=tuple(plots)))
-    run = results.run
+def run_page(results: Results, previous: Results | None, plots: Sequence[str], ctx: Context) -> str:
+    """``plots``: the run's PNGs copied beside the page (the report's other images are named in words). The
+    report is rebuilt from the results, its verdict left out: the page shows it once, above."""
+    report = build_report(replace(results, plots=tuple(plots)), with_verdict=False)
+    run, name = results.run, results.run.name
     toc = tag("nav", join([link(f"#{anchor}", title) for anchor, title in SECTIONS], " · "), class_="toc")
     exports = tag("ul", join([tag("li", link(f, f)) for f in export_files(results)]))
     body = join([
         tag("h1", f"Run {name}"),
-        tag("p", join(["On ", run.host, ": ", ctx.setup_link(run.setup.label(), depth=2),
+        tag("p", join(["On ", run.host, ": ", ctx.setup_link(run.setup, depth=2),
                        " (smoke: timings mean nothing)" if run.setup.smoke else "", "."])),
         toc, verdict_html(results),
         tag("h2", "Reproduce", id="reproduce"), reproduce_html(results),

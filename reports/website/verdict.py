@@ -4,28 +4,17 @@ decided it, marked."""
 from __future__ import annotations
 
 from ..store.model import Results
+from ..views.run import STATUS_MARKS, line_words, verdict_view
 from .html import Markup, join, tag
-
-SYMBOLS = {"PASS": "✔", "FAIL": "✘", "ERROR": "⚠"}
-
-
-MARKS = {"pass": "✔ ", "fail": "✘ ", "not applicable": "– ", "reported": "▼ ", "error": "⚠ "}
-"""✔ passed, ✘ fails the run, – nothing was checked (every check skipped), ▼ gated regressions that do not fail
-the run (without --fail-on-regression), ⚠ could not be checked."""
-WORDS = {"fail": " — FAIL", "error": " — ERROR", "not applicable": " — not applicable"}
 
 
 def verdict_html(results: Results) -> Markup:
-    verdict = results.verdict
-    if verdict is None:
-        return tag("div", tag("p", "Verdict: not recorded (a run written before verdicts were stored)."),
-                   class_="verdict verdict-none")
-    word = verdict.word
-    smoke = " (smoke run: the figures mean nothing)" if results.run.setup.smoke else ""
-    head = f"{SYMBOLS[word]} Verdict: {word}{smoke}"
-    lines = [tag("li", join([tag("span", MARKS[line.status], aria_hidden="true"), line.text,
-                             WORDS.get(line.status, "")]),
+    view = verdict_view(results)
+    said = view.title + (f" ({view.note})" if view.note else "")
+    if view.word is None:
+        return tag("div", tag("p", said + "."), class_="verdict verdict-none")
+    lines = [tag("li", join([tag("span", STATUS_MARKS[line.status] + " ", aria_hidden="true"), line_words(line)]),
                  class_="fails" if line.fails else "not-applicable" if line.status == "not applicable" else None)
-             for line in verdict.lines]
-    return tag("div", join([tag("p", head, class_="word"), tag("ul", join(lines))]),
-               class_=f"verdict verdict-{word.lower()}")
+             for line in view.lines]
+    return tag("div", join([tag("p", f"{view.symbol} {said}", class_="word"), tag("ul", join(lines))]),
+               class_=f"verdict verdict-{view.word.lower()}")

@@ -18,14 +18,15 @@ express meets too.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from pathlib import Path
+
+from cli import Parser
 
 from .records import Coverage, Removal
 from .space import AXES, BASE, RULES, Composition, extendable, moved, parse, spell, violated
@@ -195,11 +196,15 @@ def for_implementation(supported: Supported, strength: int = 2) -> list[dict[str
     return kept
 
 
+def parser() -> Parser:
+    p = Parser(prog="python -m suites.multigpu.covering",
+               description="Show (or regenerate) the covering arrays the multi-rank suite runs.")
+    p.add_argument("--write", action="store_true", help=f"regenerate {FILE.name} with covertable")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m suites.multigpu.covering",
-                                     description="Show (or regenerate) the covering arrays the multi-rank suite runs.")
-    parser.add_argument("--write", action="store_true", help=f"regenerate {FILE.name} with covertable")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     if args.write:
         sets = {}
         for strength, name in STRENGTHS.items():

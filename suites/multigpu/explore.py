@@ -35,7 +35,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
 from .records import STEPS, Exploration, Finding
-from .space import AXES, BASE, BY_NAME, extendable, moved, spell, violated
+from .space import AXES, BY_NAME, extendable, moved, spell, violated
 
 SHRINK_RUNS = 60
 """Runs hypothesis may spend shrinking one failure of its search."""

@@ -2,7 +2,8 @@
 
 import pytest
 
-from benchmarks.busbw import bandwidths, bucket_count, padded_count
+from benchmarks.busbw import ELEMENT_BYTES, bandwidths, bucket_count
+from benchmarks.measuring.busbw import ELEMENT, padded_count
 
 
 def test_all_reduce_busbw_is_algbw_times_2_n_minus_1_over_n():
@@ -29,3 +30,7 @@ def test_policies_pad_as_worked_by_hand():
     assert padded_count(count, "high-busbw", "all_reduce", 4) == 262_144  # 65,536 * 4
     assert padded_count(count, "shard-aligned", "all_gather", 4) == 262_144  # 4 * 65,536
     assert padded_count(count, "shard-aligned", "all_gather", 8) == 524_288  # 8 * 65,536
+
+
+def test_the_records_element_size_is_the_measured_tensors():
+    assert ELEMENT.itemsize == ELEMENT_BYTES, "requested_bytes and bucket_count would misstate every size"

@@ -16,6 +16,7 @@ import types
 import pytest
 
 from benchmarks import overlap, step_time
+from benchmarks.measuring import overlap as measuring_overlap
 from benchmarks.measurable import FAILURE, FINDING, NOT_MEASURABLE, noise_bound, ratio
 from benchmarks.sampling import Sampled
 from benchmarks.settings import Model
@@ -35,7 +36,7 @@ SAMPLED = Sampled(rounds=10, warmup=3, warmup_settled=True, stopped="targets met
 
 def emulated_record(overlap_s: list[float], serial_s: list[float], impl: str = "reference") -> overlap.OverlapRecord:
     times = {(impl, "compute"): COMPUTE, (impl, "overlap"): overlap_s, (impl, "serial"): serial_s}
-    return overlap._record(CTX, "emulated", impl, Model(depth=8), 0.002, 0.002, times, [0.012] * len(COMPUTE), None,
+    return measuring_overlap._record(CTX, "emulated", impl, Model(depth=8), 0.002, 0.002, times, [0.012] * len(COMPUTE), None,
                            SAMPLED, None)
 
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from benchmarks.overlap import communication_check, ideal_efficiency
+from benchmarks.measuring.overlap import communication_check
+from benchmarks.overlap import ideal_efficiency
 from benchmarks.timeline import Kernel, LayerSpan, spans_from_kernels
 
 COMPUTE = [0.100, 0.102, 0.098, 0.101, 0.099, 0.100, 0.103, 0.097]  # seconds, +-3%

@@ -1,6 +1,6 @@
 """The padding-overhead table's figures, worked by hand."""
 
-from benchmarks import padding
+from benchmarks.measuring import padding
 
 
 def test_llama2_7b_needs_no_padding_under_upstream_padding():

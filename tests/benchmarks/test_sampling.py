@@ -52,7 +52,7 @@ def test_sampling_goes_on_while_the_interval_is_too_wide_and_stops_at_max_rounds
     record = sample(None, Sampling(min_rounds=10, max_rounds=40, fixed_warmup=0), one_round,
                     lambda: {"ratio": (Figure.of(kept, "x", "lower"), Target(0.02, "relative"))})
     assert record.stopped == "max rounds" and record.rounds == 40, record
-    assert record.targets["ratio"] == TargetOutcome("±2%", record.targets["ratio"].achieved, False)
+    assert record.targets["ratio"] == TargetOutcome("±2%", "relative", record.targets["ratio"].achieved, False)
 
 
 def test_sampling_stops_when_its_budget_is_spent(monkeypatch):
@@ -111,11 +111,11 @@ def test_a_figure_that_missed_its_target_is_not_gated_this_run():
 
     figure = Figure.of([1.0, 1.3, 0.7, 1.2, 0.8, 1.1, 0.9, 1.25, 0.75, 1.0], "x", "lower")
     record = Sampled(rounds=10, warmup=0, warmup_settled=None, stopped="budget spent", seconds=1.0, budget_s=1.0,
-                     targets={"reference": TargetOutcome("±2%", 0.2, False)})
+                     targets={"reference": TargetOutcome("±2%", "relative", 0.2, False)})
     missed = gated(figure, "ratio", record, "reference")
     assert not missed.gated and missed.sampling == MetricSampling(target="±2%", rounds=10, met=False,
                                                                   stopped="budget spent")
-    met = gated(figure, "ratio", replace(record, targets={"reference": TargetOutcome("±2%", 0.01, True)}),
+    met = gated(figure, "ratio", replace(record, targets={"reference": TargetOutcome("±2%", "relative", 0.01, True)}),
                 "reference")
     fixed = gated(figure, "ratio", replace(record, stopped="fixed rounds"), "reference")
     assert met.gated and fixed.gated, "met, or a count the user fixed: gated by its rule"
@@ -129,7 +129,7 @@ def test_a_gated_figure_refused_so_far_has_not_met_its_target():
                     lambda: {"steady": (Figure.of(kept, "x", "lower"), GATE_RULES["ratio"].target),
                              "refused": (None, GATE_RULES["ratio"].target)})
     assert record.stopped == "max rounds" and record.rounds == 30, record
-    assert record.targets["refused"] == TargetOutcome("±2%", None, False), record.targets
+    assert record.targets["refused"] == TargetOutcome("±2%", "relative", None, False), record.targets
     assert not Target(0.02, "relative").met(None)
 
 

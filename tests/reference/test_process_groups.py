@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-from pathlib import Path
 
 import torch
 import torch.distributed as dist

@@ -10,7 +10,6 @@ from benchmarks.sampling import Sampled
 from benchmarks.settings import Model
 from benchmarks.stats import Figure
 from benchmarks.timeline import Timeline
-
 from reports.store.metrics import collect_metrics
 from reports.store.model import SCHEMA, Records, Results, Run, Setup
 
@@ -73,8 +72,7 @@ def bucket_size_record(width: int = 256, depth: int = 64, recommended: int | Non
     (elements) as given, its three sizes measured at ``steps`` ms (recommended, far smaller, far larger), each
     predicted exactly."""
     from benchmarks.bucket_size import BucketSizeRecord
-    from benchmarks.tuning_inputs import CurvePoint, MeasuredInputs
-    from benchmarks.tuning import Check, Recommendation, Verification
+    from benchmarks.tuner.records import Check, CurvePoint, MeasuredInputs, Recommendation, Verification
 
     roles = (("recommended", recommended), ("far smaller", width * width), ("far larger", None))
     checks = tuple(Check(role, size, 1, around(ms, "ms", "lower"), around(ms, "ms", "lower"),
@@ -85,15 +83,16 @@ def bucket_size_record(width: int = 256, depth: int = 64, recommended: int | Non
     return BucketSizeRecord(impl="reference", model=Model(width=width, depth=depth, batch=4, wait_ratio=2.0),
                             wait_ms=2.0, inputs=inputs, predictions=(),
                             recommendation=Recommendation(recommended, 5.0, 0.05, within),
-                            verification=Verification(checks, 0.1, verified, "verified: ..." if verified else
-                                                      "unverified: recommended off by -20.0%"),
+                            verification=Verification(checks, 0.1, verified,
+                                                      () if verified else ("recommended off by -20.0%",),
+                                                      "every prediction within ±10%" if verified else ""),
                             sampling=SAMPLED, sleep_overshoot=None, world_size=2, backend=backend)
 
 
 def prediction(size, exposed: float, compute: float = 100.0):
     """A candidate's prediction whose step is ``compute`` plus ``exposed`` ms, all of it unhidden
     communication."""
-    from benchmarks.tuning import Prediction
+    from benchmarks.tuner.records import Prediction
 
     return Prediction(bucket_size=size, origins=("grid",), buckets=1, padding=0, padding_pct=0.0,
                       compute_ms=compute, launch_ms=0.0, slowed_ms=0.0, unhidden_ms=exposed,

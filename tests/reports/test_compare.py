@@ -15,8 +15,7 @@ from reports.comparison.changes import compare_metrics, threshold_for
 from reports.comparison.comparable import previous_comparable
 from reports.render.comparison import comparison_markdown
 from reports.store.model import Change
-from reports.store.runs import RunError, load_results
-from reports.store.writer import dump_json, write_run
+from reports.store.runs import RunError, Runs, dump_json, load_results
 from tests.pytest_run import ROOT
 
 BUSBW = "busbw/all_reduce/padded/out-of-place/1048576"
@@ -157,13 +156,16 @@ def write(root: Path, name: str, busbw: float, failed: int = 0, schema=1, run: d
     """A schema-1 run: one value per metric, a busbw and a count of failed tests (and ``extra`` counts)."""
     metrics = {BUSBW: schema_1(busbw, "higher", "GB/s"), FAILED: schema_1(failed, "lower", "tests"),
                **{k: schema_1(v, "lower", "tests") for k, v in (extra or {}).items()}}
-    return write_run({"results.json": results(metrics, schema, run), "report.md": "r"}, root=root, name=name)
+    return Runs(root).write(name, {"results.json": results(metrics, schema, run), "report.md": "r"})
 
 
 def write_sampled(root: Path, name: str, metrics: dict[str, Metric]) -> Path:
     """A schema-2 run of the given metrics."""
-    return write_run({"results.json": results({k: to_json(m) for k, m in metrics.items()}, 2)}, root=root,
-                     name=name)
+    return Runs(root).write(name, {"results.json": results({k: to_json(m) for k, m in metrics.items()}, 2)})
+
+
+def named(results, name):
+    return replace(results, run=replace(results.run, name=name))
 
 
 def test_previous_comparable_skips_tmp_latest_and_other_setups_and_stops_at_a_broken_run(tmp_path):
@@ -173,18 +175,19 @@ def test_previous_comparable_skips_tmp_latest_and_other_setups_and_stops_at_a_br
     (tmp_path / ".tmp-zzz").mkdir()
     assert (tmp_path / "latest").is_file()
     mine = load_results(tmp_path / "20261123T010000Z")
-    found, passed = previous_comparable(tmp_path, "20261123T010000Z", mine)
-    assert found[0] == "20261122T052149Z" and passed == [], (found, passed)
-    assert previous_comparable(tmp_path, "20261122T043209Z", mine) == (None, [])
-    assert previous_comparable(tmp_path / "missing", "20261122T043209Z", mine) == (None, [])
+    runs = Runs(tmp_path)
+    found, passed = previous_comparable(runs, mine)
+    assert found.run.name == "20261122T052149Z" and passed == [], (found, passed)
+    assert previous_comparable(runs, named(mine, "20261122T043209Z")) == (None, [])
+    assert previous_comparable(Runs(tmp_path / "missing"), named(mine, "20261122T043209Z")) == (None, [])
     write(tmp_path, "20261123T020000Z", 1.0, run=NCCL)
-    found, passed = previous_comparable(tmp_path, "20261124T000000Z", mine)
-    assert found[0] == "20261123T010000Z", (found, passed)
+    found, passed = previous_comparable(runs, named(mine, "20261124T000000Z"))
+    assert found.run.name == "20261123T010000Z", (found, passed)
     assert passed[0].startswith("20261123T020000Z: another setup (backend nccl -> gloo; tensors cuda -> cpu; "
                                 "world_size 8 -> 2; mode torchrun -> plain)"), passed
-    write_run({"report.md": "no results"}, root=tmp_path, name="20261123T030000Z")
+    runs.write("20261123T030000Z", {"report.md": "no results"})
     with pytest.raises(RunError, match="20261123T030000Z/results.json"):
-        previous_comparable(tmp_path, "20261124T000000Z", mine)  # it may be the run to compare with
+        previous_comparable(runs, named(mine, "20261124T000000Z"))  # it may be the run to compare with
 
 
 def test_cli_gates_nothing_between_setups_and_finds_the_last_comparable_run(tmp_path, capsys):
@@ -305,24 +308,30 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert main(["--root", str(tmp_path), "--prefix-threshold", "busbw=0.5", "--fail-on-regression"]) == 0
 
 
+def refused(argv, capsys) -> str:
+    """What the command said refusing ``argv`` (exit 2, before comparing anything)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2, exit_.value.code
+    return capsys.readouterr().err
+
+
 def test_cli_missing_run_exits_2_with_the_reason(tmp_path, capsys):
     write(tmp_path, "20261122T043209Z", 10.0)
-    assert main(["20261122T043209Z", "20991231T000000Z", "--root", str(tmp_path)]) == 2
-    assert "got no run directory at" in capsys.readouterr().err
-    assert main(["--root", str(tmp_path)]) == 2, "one run has nothing before it"
-    assert "got no earlier run of the same setup as 20261122T043209Z" in capsys.readouterr().err
-    assert main(["--root", str(tmp_path / "empty")]) == 2
-    assert "got no " in capsys.readouterr().err
+    assert "got no run directory at" in refused(["20261122T043209Z", "20991231T000000Z", "--root", str(tmp_path)],
+                                                capsys)
+    assert "got no earlier run of the same setup as 20261122T043209Z" in refused(["--root", str(tmp_path)], capsys), (
+        "one run has nothing before it")
+    (tmp_path / "empty").mkdir()
+    assert "got no " in refused(["--root", str(tmp_path / "empty")], capsys)
 
 
 def test_cli_missing_results_or_unknown_schema_exits_2(tmp_path, capsys):
     write(tmp_path, "20261122T043209Z", 10.0)
-    write_run({"report.md": "no results"}, root=tmp_path, name="20261122T052149Z")
-    assert main(["--root", str(tmp_path)]) == 2
-    assert "results.json" in capsys.readouterr().err
+    Runs(tmp_path).write("20261122T052149Z", {"report.md": "no results"})
+    assert "results.json" in refused(["--root", str(tmp_path)], capsys)
     write(tmp_path, "20261123T010000Z", 10.0, schema=None)
-    assert main(["20261122T043209Z", "20261123T010000Z", "--root", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
+    err = refused(["20261122T043209Z", "20261123T010000Z", "--root", str(tmp_path)], capsys)
     assert "got schema None" in err and "but should be one of 1, 2, 3, 4, 5" in err, err
 
 

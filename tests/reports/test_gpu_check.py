@@ -3,14 +3,16 @@
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
-from collections import Counter
-
+from datamodel import to_json
 from reports.failure_causes import Cause, cause_of, causes_in_junit
-from reports.gpu_check import Step, plan, shared_world_sizes, summary_markdown, world_sizes
-
+from reports.gpu_check import CheckStep, findings, plan, shared_world_sizes, summary_markdown, world_sizes
+from reports.store.model import Verdict, VerdictLine
+from reports.store.runs import Runs, dump_json
 from tests.pytest_run import ROOT
+from tests.reports.builders import results
 
 
 def names(steps) -> list[str]:
@@ -50,8 +52,8 @@ def test_without_a_gpu_the_whole_check_says_so(tmp_path):
 
 
 def test_a_failed_or_stopped_step_is_named_in_the_summary():
-    steps = [Step("layout", ["x"], 1, "layout", exit_code=0, seconds=3, found="154 passed in 3.0s"),
-             Step("report-ws1", ["x"], 1, "report", exit_code=124, seconds=1, found="stopped")]
+    steps = [CheckStep("layout", ["x"], 1, "layout", exit_code=0, seconds=3, found="154 passed in 3.0s"),
+             CheckStep("report-ws1", ["x"], 1, "report", exit_code=124, seconds=1, found="stopped")]
     text = summary_markdown(steps, 4)
     assert "**1 did not pass: report-ws1**" in text and "154 passed" in text
 
@@ -86,7 +88,7 @@ def test_failures_from_one_exception_read_as_one_cause_with_its_count(tmp_path):
                     "torch/distributed/distributed_c10d.py:2251 in _new_process_group_helper")
     assert counts == Counter({backend: 174, Cause("AssertionError: got [1, 0], but should be [0, 1]",
                                                   "suites/layout/test_order.py:30"): 1}), counts
-    step = Step("multigpu-ws1", ["x"], 1, "suite", exit_code=1, found="174 failed", causes=counts)
+    step = CheckStep("multigpu-ws1", ["x"], 1, "suite", exit_code=1, found="174 failed", causes=counts)
     text = summary_markdown([step], 1)
     assert ("- 174 x `RuntimeError: No backend type associated with device type cuda` (raised at "
             "`torch/distributed/distributed_c10d.py:2251 in _new_process_group_helper`)") in text, text
@@ -97,3 +99,24 @@ def test_a_crash_outside_pytest_is_its_last_exception():
     log = "[report] benchmarks on 1 ranks\n" + RANK_FAILURE.split("---------- rank 0 ----------\n")[1]
     assert cause_of(log).exception == "RuntimeError: No backend type associated with device type cuda"
     assert cause_of("no traceback at all\n").exception == "no traceback at all"
+
+
+def test_a_pytest_step_is_summarized_from_its_junit_counts_not_its_words(tmp_path):
+    junit = tmp_path / "layout.xml"
+    junit.write_text('<testsuites><testsuite name="pytest" tests="10" failures="2" errors="1" skipped="3">'
+                     "</testsuite></testsuites>")
+    step = CheckStep("layout", ["x"], 1, "layout", junit=junit, exit_code=1)
+    assert findings(step, "= 99 passed in 1.0s =\n", tmp_path) == "2 failed, 4 passed, 3 skipped, 1 errors"
+
+
+def test_a_report_step_is_summarized_from_the_verdict_of_the_run_it_stored(tmp_path):
+    runs = Runs(tmp_path / "runs")
+    runs.write("20260101T000000Z", {"results.json": "{}"})
+    before = frozenset(runs.names())
+    verdict = Verdict(lines=(VerdictLine("conformance", "pass", "a"), VerdictLine("gate", "fail", "b")),
+                      fail_on_regression=True)
+    stored = results("20260102T000000Z", verdict=verdict)
+    runs.write(stored.run.name, {"results.json": dump_json(to_json(stored))})
+    step = CheckStep("report-ws1", ["x"], 1, "report", runs=tmp_path / "runs", exit_code=0)
+    found = findings(step, "**Verdict: PASS** (words that say otherwise)\n", tmp_path, before)
+    assert found == "run 20260102T000000Z: FAIL, 2 lines checked, 1 failing", found

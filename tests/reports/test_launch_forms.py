@@ -14,8 +14,7 @@ import sys
 
 from benchmarks import BENCHMARKS
 from reports.store.model import Results
-from reports.store.runs import latest, load_results
-
+from reports.store.runs import Runs, load_results
 from tests.pytest_run import ROOT
 from tests.ranks.test_multinode import two_nodes
 
@@ -28,7 +27,7 @@ TIMEOUT = 300
 
 
 def results_of(out) -> Results:
-    return load_results(latest(out))
+    return load_results(Runs(out).latest())
 
 
 def assert_suite_ran(results: Results, world_size: int) -> None:

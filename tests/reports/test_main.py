@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from reports.render.__main__ import main as render_main
 from reports.store.runs import load_results
 from tests.pytest_run import ROOT
@@ -59,8 +61,9 @@ def test_a_report_is_rebuilt_from_its_results_alone(smoke_run, tmp_path):
 
 def test_an_older_run_is_rebuilt_only_beside_it(tmp_path, capsys):
     old = ROOT / "fixtures" / "runs" / "20261125T134732Z"
-    assert render_main([str(old)]) == 2
-    assert "written under schema 4" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        render_main([str(old)])
+    assert exit_.value.code == 2 and "written under schema 4" in capsys.readouterr().err
     assert render_main([str(old), "--out", str(tmp_path)]) == 0
     assert "## Read from an older schema" in (tmp_path / "report.md").read_text()
 

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
+from benchmarks.tuner.tune import TuneReport
 from datamodel import from_json
-from reports.tune import TuneReport, main
+from reports.tune import main
 from tests.pytest_run import ROOT
 
 OLD_RUN = ROOT / "fixtures/runs/20261125T134518Z"  # schema 2: its benchmark records are left out on reading
@@ -68,7 +69,7 @@ def test_a_config_tuned_as_tables_says_what_it_rests_on(busbw_run, tmp_path):
     for words in ("SMOKE: tiny inputs", "Curve: reduce_scatter, in-place, buckets padded as padded, from run",
                   "Assumed: converted from world size 2 to 8", "Compute: given total of 5 ms",
                   "| bucket size, elements", "torch DDP's 25 MiB", "Recommended: ",
-                  "(UNVERIFIED: a smoke run (one round on tiny inputs) verifies nothing)", "| role ",
+                  "(UNVERIFIED: ", "a smoke run (one round on tiny inputs) verifies nothing", "| role ",
                   "predicted step (ms)"):
         assert words in out, f"{words!r}: got missing, but should be in the output:\n{out}"
 
@@ -84,16 +85,11 @@ def test_a_model_without_linear_layers_is_timed_at_a_measured_flop_rate(busbw_ru
     assert "the model has no linear layer to time" in proc.stderr, proc.stderr[-2000:]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--model", "llama2-7b", "--dp", "1"], "--dp: got 1, but should be >= 2"),
-    (["--model", "llama2-7b", "--dp", "8", "--compute-ms", "0"],
-     "--compute-ms: got 0.0, but should be a positive"),
-    (["--model", "llama2-7b", "--dp", "8", "--world-size", "1"], "--world-size: got 1, but should be >= 2"),
+@pytest.mark.parametrize("args, words", [  # each argument's own bad values: tests/test_commands.py
     (["--model", "llama2-7b", "--dp", "8", "--set", "a=1"],
      "--set: got 'a=1', but --set overrides fields of a --config only"),
-    (["--numel", "10", "--dp", "8", "--grid-start", "0"], "--grid-start: got 0, but should be >= 1 element"),
 ])
-def test_bad_arguments_are_refused_naming_the_field(args, words, capsys):
+def test_arguments_that_do_not_go_together_are_refused_naming_the_field(args, words, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(args)
     assert exit_info.value.code == 2
@@ -103,8 +99,6 @@ def test_bad_arguments_are_refused_naming_the_field(args, words, capsys):
 @pytest.mark.parametrize("args, words", [
     (["--module", "no_such_module:make", "--dp", "8"],
      "error: --module: cannot import the module 'no_such_module'"),
-    (["--model", "llama2-7b", "--dp", "8", "--from-run", "/no/such/run"],
-     "error: --from-run: got /no/such/run, which cannot be read"),
     (["--model", "llama2-7b", "--dp", "8", "--from-run", str(OLD_RUN)],
      "has no in-place reduce_scatter records padded padded"),
     (["--model", "llama2-7b", "--dp", "8", "--policy", "packed", "--from-run", str(OLD_RUN)],

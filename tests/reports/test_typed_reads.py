@@ -7,9 +7,16 @@ reader that went back to dicts. What is not a result is listed with why.
 """
 
 import ast
+import re
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from datamodel.codec import json_key, typed_fields
+from reports.render.report import build_report
+from reports.store.model import Results
+from reports.store.runs import load_results
 from reports.store.schema import model_types
 from tests.pytest_run import ROOT
 
@@ -66,3 +73,113 @@ def test_the_scan_catches_a_reader_that_went_back_to_dicts(tmp_path):
     broken.mkdir(parents=True)
     (broken / "section.py").write_text("def cell(r):\n    return r['time_us'], r.get('refused'), r.time_us\n")
     assert scan(tmp_path) == ["reports/render/section.py:2: r['time_us']", "reports/render/section.py:2: r['refused']"]
+
+
+# Decisions are typed values: nothing in reports/ decides by reading words back (a verdict's text, a claim's
+# sentence, a tally pytest printed). Each string test that remains is listed with what it reads and why that is
+# not a decision read from words. reports/store/upgrade.py is the one reader of old runs' words, by design.
+
+WORD_METHODS = {"startswith", "endswith", "partition", "rpartition", "split", "rsplit", "removeprefix",
+                "removesuffix", "find", "index", "count"}
+WORDS_NOT_DECISIONS = {
+    ("reports/conformance/families.py", "nodeid.split('::')"): "a pytest node id's path and function",
+    ("reports/conformance/records.py", "self.header.split(' (levels')"): "the suite header shown as a row label",
+    ("reports/conformance/strength.py", "f.split('::')"): "a pytest node id's path",
+    ("reports/conformance/strength.py", "f.split('::')[0].rsplit('/', 1)"): "a pytest node id's file name",
+    ("reports/conformance/suites.py", "line.startswith('implementation under test:')"):
+        "the suite's header line, stored as shown (the adapter's own description)",
+    ("reports/conformance/suites.py", "line.removeprefix('implementation under test:')"): "the same header line",
+    ("reports/conformance/suites.py", "Path(getattr(module, '__file__', None) or 'x').name.startswith('test_')"):
+        "a module's file name",
+    ("reports/conformance/suites.py", "outcomes.count('errors')"): "pytest's parsed outcome counts",
+    ("reports/conformance/suites.py", "(child.get('message') or '').removeprefix('Skipped: ')"):
+        "a skip reason shown without pytest's prefix",
+    ("reports/conformance/suites.py", "raised[-1].rsplit('.', 1)"): "an exception's qualified name",
+    ("reports/gate_check.py", "'identical' in parts"): "a --part choice",
+    ("reports/gate_check.py", "'slowed' in parts"): "a --part choice",
+    ("reports/gate_check.py", "'sensitivity' in parts"): "a --part choice",
+    ("reports/gate_check.py", "'run (s)' in r"): "the gate check's own table rows",
+    ("reports/gpu_check.py", "text.split(',')"): "a comma-separated command-line argument",
+    ("reports/gpu_check.py", "__doc__.split('\\n\\n')"): "the module docstring's first paragraph as help",
+    ("reports/nightly/job.py", "'suites/multigpu' not in (args.suite or DEFAULT_SUITES)"): "a suite path asked for",
+    ("reports/nightly/preflight.py", "suite.split('::')"): "a pytest node id's path",
+    ("reports/render/mutation.py", "name.removeprefix('reference/')"): "a module path shown shorter",
+    ("reports/store/runs.py", "p.name.startswith('.')"): "a hidden folder in the runs root",
+    ("reports/store/schema.py", "(cls.__doc__ or '').strip().split('\\n\\n')"): "a docstring's paragraphs",
+    ("reports/website/build.py", "name.endswith('.html')"): "a file name",
+    ("reports/website/build.py", "'..' not in rel.parts"): "a path's parts",
+    ("reports/website/environment.py", "own[key].split(' (')"): "a version shown without its detail",
+    ("reports/website/measure.py", "k.startswith('history/')"): "a file's path on the site",
+    ("reports/website/run_page.py", "r.failures[i].split(': ', 1)"): "a failure message shown without its node id",
+}
+"""(module, the expression) -> what it reads, and why that is not a decision read from words."""
+
+
+def word_reads(path: Path) -> list[tuple[int, str]]:
+    """(line, expression) of each string test against a constant in one file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WORD_METHODS
+                and node.args and isinstance(node.args[0], (ast.Constant, ast.Tuple))):
+            found.append((node.lineno, ast.unparse(node)))
+        elif (isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant)
+              and isinstance(node.left.value, str) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops)):
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def scan_words(root: Path = ROOT) -> tuple[list[str], set[tuple[str, str]]]:
+    """The string tests not listed, and the listed ones seen."""
+    flagged, seen = [], set()
+    for path in sorted((root / "reports").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "reports/store/upgrade.py":
+            continue
+        for line, expression in word_reads(path):
+            if (rel, expression) in WORDS_NOT_DECISIONS:
+                seen.add((rel, expression))
+            else:
+                flagged.append(f"{rel}:{line}: {expression}")
+    return flagged, seen
+
+
+def test_no_decision_is_read_back_from_words():
+    flagged, seen = scan_words()
+    assert not flagged, ("got decisions read from words, but they should be typed values (or listed in "
+                         "WORDS_NOT_DECISIONS with why):\n" + "\n".join(flagged))
+    stale = set(WORDS_NOT_DECISIONS) - seen
+    assert not stale, f"listed but no longer found, remove them: {sorted(stale)}"
+
+
+def test_the_word_scan_catches_a_verdict_read_from_its_text(tmp_path):
+    broken = tmp_path / "reports" / "gpu_check.py"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("def found(lines, v):\n    ok = 'Verdict: PASS' in v.text\n"
+                      "    return ok, [l for l in lines if l.startswith('**Verdict:')]\n")
+    assert scan_words(tmp_path)[0] == ["reports/gpu_check.py:2: 'Verdict: PASS' in v.text",
+                                       "reports/gpu_check.py:3: l.startswith('**Verdict:')"]
+
+
+REWORDED = "(reworded)"
+DECISION_WORDS = re.compile(r"\b(?:PASS|FAIL|ERROR)\b|\bholds\b|does not hold here|not measurable on this backend|"
+                            r"not measured|not assessed|[✔✘]")
+"""What the report decides in words of its own: the verdict and each claim's outcome (never the words reworded)."""
+
+
+def reworded(results: Results) -> Results:
+    """The run with every sentence a decision came with rewritten: verdict lines' texts, claims and their reasons."""
+    verdict = results.verdict and replace(results.verdict, lines=tuple(
+        replace(line, text=REWORDED) for line in results.verdict.lines))
+    claims = tuple(replace(c, claim=REWORDED, measured=REWORDED, why=REWORDED if c.why else c.why)
+                   for c in results.claims)
+    return replace(results, verdict=verdict, claims=claims)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "fixtures" / "runs").iterdir() if p.is_dir()))
+def test_rewording_a_run_changes_none_of_its_decisions(name):
+    original = load_results(ROOT / "fixtures" / "runs" / name)
+    words = reworded(original)
+    assert (words.verdict and words.verdict.exit_code) == (original.verdict and original.verdict.exit_code)
+    before, after = (DECISION_WORDS.findall(build_report(r)) for r in (original, words))
+    assert before, f"{name}: the report states no decision, so rewording could change none"
+    assert after == before, f"{name}: the report's decisions got {after}, but should be {before}"

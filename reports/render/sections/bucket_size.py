@@ -8,7 +8,7 @@ from typing import Sequence
 
 from benchmarks.bucket_size import BucketSizeRecord
 from benchmarks.stats import describe
-from benchmarks.tuning import Prediction, Recommendation, Verification
+from benchmarks.tuner.records import Prediction, Recommendation, Verification
 
 from ..plots import plot_bucket_size
 from ..table import bytes_label, cell, sampling_note, table
@@ -61,7 +61,7 @@ def verification_markdown(verification: Verification, element_bytes: int) -> str
             for c in verification.checks]
     verdict = "**Verified**" if verification.verified else "**UNVERIFIED**"
     return (table(rows, numparse=False) + f"\n\n{verdict} (target ±{verification.target:.0%}): "
-            + verification.why.removeprefix("verified: ").removeprefix("unverified: ") + ".")
+            + verification.evidence() + ".")
 
 
 def inputs_markdown(record: BucketSizeRecord) -> str:

@@ -1,7 +1,8 @@
 """The conformance matrix: each test in one family, one cell per implementation and family, reasons cited once."""
 
 from reports.conformance.families import family_of, tally
-from reports.conformance.suites import Outcomes, SuiteRun
+from reports.conformance.records import SuiteRun
+from reports.conformance.suites import Outcomes
 from reports.render.matrix import matrix_markdown
 
 

@@ -11,16 +11,15 @@ from reports.comparison.changes import compare_metrics
 from reports.comparison.comparable import previous_comparable, why_not_comparable
 from reports.comparison.series import trend
 from reports.store.model import SCHEMA, Results, encode
-from reports.store.runs import RunError, load_results, readable_runs
+from reports.store.runs import RunError, Runs, dump_json, load_results
 from reports.store.upgrade import upgrade
-from reports.store.writer import dump_json, write_run
 from tests.pytest_run import ROOT
 from tests.reports.builders import results
 
 FIXTURES = ROOT / "fixtures" / "runs"
 SCHEMAS = {"20261125T134329Z": 1, "20261125T134518Z": 2, "20261125T134618Z": 3, "20261125T134732Z": 4,
-           "20261125T174848Z": 5, "20261126T143421Z": 6}
-METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4}  # runs before the method was recorded measured by method 2
+           "20261125T174848Z": 5, "20261126T143421Z": 6, "20261126T164925Z": 7}
+METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4, 7: 4}  # runs before the method was recorded measured by method 2
 
 
 @pytest.mark.parametrize("name, schema", SCHEMAS.items())
@@ -70,6 +69,21 @@ def test_schema_6_failing_reported_and_unchecked_lines_keep_their_decision():
                                                              ("gate", "error")], lines
 
 
+def test_schema_7_claims_and_verifications_get_their_outcome_from_their_words():
+    raw = json.loads((FIXTURES / "20261126T164925Z" / "results.json").read_text())
+    run = load_results(FIXTURES / "20261126T164925Z")
+    said = [c["verdict"] for c in raw["claims"]]
+    assert [c.outcome for c in run.claims] == [
+        "not measured", "not measurable", "not measurable", "holds", "does not hold", "does not hold",
+        "does not hold", "does not hold", "not measured", "holds", "not measurable", "not measurable"], said
+    assert [c.why for c in run.claims][:2] == [said[0].removeprefix("not measured: "),
+                                               said[1].split(": ", 1)[1]], "the reason is kept whole"
+    verification = run.benchmarks.bucket_size[0].verification
+    was = raw["benchmarks"]["bucket_size"][0]["verification"]
+    assert verification.verified == was["verified"] and (verification.problems == ()) == was["verified"], was
+    assert run.upgraded.left_out == () and run.verdict.exit_code == 0
+
+
 def test_schema_4_records_read_whole_and_older_ones_are_named_as_left_out():
     current = load_results(FIXTURES / "20261125T134732Z")
     assert current.upgraded.left_out == (), current.upgraded
@@ -88,17 +102,19 @@ def test_schema_1_metrics_count_as_they_were_judged_then():
     assert busbw.gated and not busbw.exact and busbw.figure is None, "any schema-1 metric could fail the job"
 
 
-@pytest.mark.parametrize("last_night", ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z"])
+@pytest.mark.parametrize("last_night", ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z",
+                                        "20261126T164925Z"])
 def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, last_night):
-    """Last night's run (schema 4, 5 or 6) and tonight's (current) share a setup, so the gate reads both."""
+    """Last night's run (schema 4, 5, 6 or 7) and tonight's (current) share a setup, so the gate reads both."""
     for name in list(SCHEMAS)[:list(SCHEMAS).index(last_night) + 1]:
         shutil.copytree(FIXTURES / name, tmp_path / "runs" / name)
     old = load_results(FIXTURES / last_night)
     new = replace(old, run=replace(old.run, name="20261127T000000Z"), upgraded=None)
-    write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
-    found, passed = previous_comparable(tmp_path / "runs", new.run.name, load_results(tmp_path / "runs" / new.run.name))
-    assert found[0] == last_night and passed == [], (found, passed)
-    changes = compare_metrics(found[1].metrics, new.metrics)
+    runs = Runs(tmp_path / "runs")
+    runs.write(new.run.name, {"results.json": dump_json(encode(new))})
+    found, passed = previous_comparable(runs, runs.load(new.run.name))
+    assert found.run.name == last_night and passed == [], (found, passed)
+    changes = compare_metrics(found.metrics, new.metrics)
     assert changes and all(c.status == "unchanged" for c in changes), [c for c in changes if c.status != "unchanged"]
     assert why_not_comparable(load_results(FIXTURES / "20261125T134618Z"), new) == "method 3 -> 4", (
         "an earlier method is another setup, named")
@@ -108,15 +124,17 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     shutil.copytree(FIXTURES, tmp_path / "runs")
     old = load_results(FIXTURES / "20261125T134732Z")
     new = replace(old, run=replace(old.run, name="20261127T000000Z"), upgraded=None)
-    write_run({"results.json": dump_json(encode(new))}, root=tmp_path / "runs", name=new.run.name)
-    runs = readable_runs(tmp_path / "runs")
-    assert [n for n, _ in runs] == [*SCHEMAS, "20261127T000000Z"], "every run is readable"
+    Runs(tmp_path / "runs").write(new.run.name, {"results.json": dump_json(encode(new))})
+    runs = Runs(tmp_path / "runs").readable()
+    assert [r.run.name for r in runs] == [*SCHEMAS, "20261127T000000Z"], "every run is readable"
     series = {(s.setup, s.key): s for s in trend(runs)}
     method_4 = [s for (setup, _), s in series.items() if "method" not in setup]
-    method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z", "20261127T000000Z"]
-    assert method_4 and all([p.run for p in s.points] == method_4_runs
-                            for s in method_4 if len(s.points) > 2), "the method-4 nights and tonight are one series"
-    assert any(len(s.points) == 4 for s in method_4), "some figure was measured every method-4 night"
+    method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z", "20261126T164925Z",
+                     "20261127T000000Z"]
+    assert method_4 and all([p.run for p in s.points] == [r for r in method_4_runs if r in {p.run for p in s.points}]
+                            for s in method_4), "the method-4 nights and tonight are one series, in order"
+    assert any([p.run for p in s.points] == method_4_runs for s in method_4), (
+        "some figure was measured every method-4 night")
 
 
 @pytest.mark.parametrize("damage, where", [
@@ -124,7 +142,7 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     (lambda d: d["metrics"].update({"step_time/reference/ratio_to_torch_ddp": 1.02}),
      "$.metrics.step_time/reference/ratio_to_torch_ddp: got 1.02, but should be Metric"),
     (lambda d: d["run"].pop("backend"), "$.run.backend: got None, but should be a str"),
-    (lambda d: d.update(schema=9), "got schema 9, but should be one of 1, 2, 3, 4, 5, 6"),
+    (lambda d: d.update(schema=9), "got schema 9, but should be one of 1, 2, 3, 4, 5, 6, 7, 8"),
 ])
 def test_a_malformed_run_is_refused_naming_the_schema_the_run_and_the_field(tmp_path, damage, where):
     data = json.loads((FIXTURES / "20261125T134732Z" / "results.json").read_text())

@@ -17,7 +17,7 @@ from reports.conformance.families import FamilyTally
 from reports.website.build import Built, build_site
 from reports.website.measure import judge, night, save
 from reports.store.model import Results
-from reports.store.runs import load_results, run_names
+from reports.store.runs import Runs, load_results
 
 from .checks import launch_browser
 
@@ -33,7 +33,7 @@ FAILED_TEST = "suites/layout/test_golden.py::test_planted_failure"
 def real_runs(tmp_path_factory, smoke_run) -> Path:
     """Two runs of the main job in smoke mode in one runs root: the session's smoke run, then one more made into
     the same root (the main job writes the site after it, with both)."""
-    from reports.main import main as report_main
+    from reports.nightly.job import main as report_main
 
     root = tmp_path_factory.mktemp("nightly") / "runs"
     shutil.copytree(smoke_run, root / smoke_run.name)
@@ -75,7 +75,7 @@ def failing(results: Results) -> Results:
     suite = results.conformance[0]
     layout = suite.families["layout"]
     suite = replace(suite, passed=suite.passed - 1, failed=1, failed_ids=(FAILED_TEST,),
-                    failures=(f"suites.layout.test_golden::test_planted_failure: got 3, but should be 4",),
+                    failures=("suites.layout.test_golden::test_planted_failure: got 3, but should be 4",),
                     families={**suite.families, "layout": FamilyTally(
                         layout.passed - 1, 1, layout.skipped, layout.xfailed, layout.reasons,
                         "test_planted_failure: got 3, but should be 4")}, exit_code=1)
@@ -93,7 +93,7 @@ def new_environment(results: Results, torch: str, nccl_env: dict) -> Results:
 @pytest.fixture(scope="session")
 def nightly(real_runs, tmp_path_factory) -> Nightly:
     root = tmp_path_factory.mktemp("history") / "runs"
-    smoke = tuple(run_names(real_runs))
+    smoke = tuple(Runs(real_runs).names())
     for name in smoke:
         shutil.copytree(real_runs / name, root / name)
     base = load_results(real_runs / smoke[-1])
@@ -102,8 +102,8 @@ def nightly(real_runs, tmp_path_factory) -> Nightly:
     previous = None
     for day, name in enumerate(names[:3]):
         made = judge(night(base, name, seed=100 + day, setup=NCCL, commit=f"{day + 1:040x}"), previous)
-        save(made, root, real_runs / smoke[-1])
-        previous = (name, made)
+        save(made, Runs(root), real_runs / smoke[-1])
+        previous = made
     previous = None
     for day, name in enumerate(names[3:8]):
         made = night(base, name, seed=day, commit=f"{0xa0 + day:040x}",
@@ -115,8 +115,8 @@ def nightly(real_runs, tmp_path_factory) -> Nightly:
         if day == 4:
             made = new_environment(failing(made), "2.14.0+cpu", {})
         made = judge(made, previous)
-        save(made, root, real_runs / smoke[-1])
-        previous = (name, made)
+        save(made, Runs(root), real_runs / smoke[-1])
+        previous = made
     corrupt = names[8]
     (root / corrupt).mkdir()
     (root / corrupt / "results.json").write_text("{not json")
@@ -126,7 +126,7 @@ def nightly(real_runs, tmp_path_factory) -> Nightly:
 @pytest.fixture(scope="session")
 def site(nightly, tmp_path_factory) -> Built:
     """The site of the nightly runs, keeping the last four of each setup."""
-    return build_site(nightly.root, tmp_path_factory.mktemp("site") / "site", keep=KEEP)
+    return build_site(Runs(nightly.root), tmp_path_factory.mktemp("site") / "site", keep=KEEP)
 
 
 @pytest.fixture(scope="session")

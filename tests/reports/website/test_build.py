@@ -11,15 +11,14 @@ import re
 import pytest
 
 from benchmarks.busbw import bus_factor
-from reports.main import publish_site
+from reports.nightly.job import publish_site
 from reports.render.matrix import cell_text, matrix
-from reports.site import main as site_main
 from tests.pytest_run import ROOT
 from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
 from reports.website.export import BENCHMARK_ACTION, NCCL_TESTS
 from reports.website.matrix import failure_anchor
 from reports.website.measure import generate
-from reports.store.runs import load_results
+from reports.store.runs import Runs, load_results
 
 from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED
 
@@ -29,20 +28,18 @@ def text_of(page: str) -> str:
 
 
 def test_the_default_runs_get_their_site_in_reports_site():
-    from reports.store.writer import DEFAULT_ROOT
-
-    assert site_beside(DEFAULT_ROOT) == ROOT / "reports" / "site"
-    assert site_beside(Path("/shared/ddpc-runs")) == Path("/shared/ddpc-runs-site")
+    assert site_beside(Runs()) == ROOT / "reports" / "site"
+    assert site_beside(Runs(Path("/shared/ddpc-runs"))) == Path("/shared/ddpc-runs-site")
 
 
 def test_the_main_job_writes_the_site_after_each_run(real_runs):
-    site = site_beside(real_runs)
+    site = site_beside(Runs(real_runs))
     assert site == real_runs.parent / "runs-site", site
     listed = json.loads((site / MARKER).read_text())
     names = sorted(p.name for p in real_runs.iterdir() if p.is_dir())
     assert listed["runs"] == names and len(names) == 2, (listed, names)
     index = (site / "index.html").read_text()
-    assert f"Latest run: " in index and names[-1] in index, index[:2000]
+    assert "Latest run: " in index and names[-1] in index, index[:2000]
 
 
 def test_each_setup_keeps_its_last_runs_and_smoke_runs_are_never_drawn(site, nightly):
@@ -58,9 +55,9 @@ def test_each_setup_keeps_its_last_runs_and_smoke_runs_are_never_drawn(site, nig
 
 
 def test_a_run_that_cannot_be_read_is_listed_with_why_and_breaks_nothing(site, nightly):
-    assert site.unreadable and site.unreadable[0][0] == nightly.corrupt, site.unreadable
+    assert site.unreadable and site.unreadable[0].name == nightly.corrupt, site.unreadable
     index = text_of((site.out / "index.html").read_text())
-    assert f"Runs that cannot be read: 1" in index and nightly.corrupt in index, index[:1500]
+    assert "Runs that cannot be read: 1" in index and nightly.corrupt in index, index[:1500]
     assert "should be JSON" in index, "the index should say why the run cannot be read"
     assert f"Latest run: {nightly.latest}" in index, "the newest readable run is the latest"
 
@@ -98,7 +95,7 @@ def test_the_gate_shows_the_regression_first_with_its_figures(site, nightly):
     index = text_of((site.out / "index.html").read_text())
     gate = index[index.index("The gate against the previous run"):index.index("History Setup:")]
     assert "Regressions of gated metrics: 2" in gate and REGRESSED in gate, gate[:1500]
-    assert f"conformance/suites/layout/test_golden.py/reference/failed 0 1" in gate, gate[:1500]
+    assert "conformance/suites/layout/test_golden.py/reference/failed 0 1" in gate, gate[:1500]
     assert gate.index("Regressions of gated metrics") < gate.index("Improvements"), gate[:800]
     assert f"Against {nightly.gloo[-2]}" in gate, gate[:600]
 
@@ -147,27 +144,20 @@ def test_a_folder_that_is_not_a_site_is_never_overwritten(tmp_path, nightly):
     keep.mkdir()
     (keep / "notes.txt").write_text("mine")
     with pytest.raises(SiteError, match="--out: got .*mine, which holds something other than a site"):
-        build_site(nightly.root, keep)
+        build_site(Runs(nightly.root), keep)
     assert (keep / "notes.txt").read_text() == "mine"
     with pytest.raises(SiteError, match="inside the runs directory"):
-        build_site(nightly.root, nightly.root / "site")
+        build_site(Runs(nightly.root), nightly.root / "site")
 
 
 def test_a_site_that_cannot_be_written_is_a_warning_and_the_run_stands(tmp_path, capsys):
     root = tmp_path / "runs"
     root.mkdir()
-    blocked = site_beside(root)
+    blocked = site_beside(Runs(root))
     blocked.mkdir()
     (blocked / "other.txt").write_text("not a site")
-    publish_site(root)
+    publish_site(Runs(root))
     assert "warning: the site was not written (SiteError: --out:" in capsys.readouterr().err
-
-
-def test_the_command_refuses_a_keep_below_one(nightly, tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        site_main(["--root", str(nightly.root), "--out", str(tmp_path / "s"), "--keep", "0"])
-    assert exit_.value.code == 2
-    assert "--keep: got '0', but should be a whole number of runs, at least 1" in capsys.readouterr().err
 
 
 def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path):
@@ -175,11 +165,11 @@ def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path)
     chart marks the step at the night it began, and only there."""
     pytest.importorskip("asv", reason="the trend finds steps with asv's step detection")
     source = real_runs / sorted(p.name for p in real_runs.iterdir() if p.is_dir())[-1]
-    names = generate(source, tmp_path / "runs", 6)
-    built = build_site(tmp_path / "runs", tmp_path / "site")
+    names = generate(source, Runs(tmp_path / "runs"), 6)
+    built = build_site(Runs(tmp_path / "runs"), tmp_path / "site")
     first = min(k for k, m in load_results(source).metrics.items() if m.gated and m.figure is not None)
     page = next(built.out.glob("history/*-*.html")).read_text()
     chart = page[page.index(f'data-key="{first}"'):]
     chart = chart[:chart.index("</svg>")]
     assert re.findall(r'<g class="step" data-run="([^"]+)"', chart) == [names[3]], chart[:2000]
-    assert f"step: regression begins here" in chart or "step: improvement begins here" in chart
+    assert "step: regression begins here" in chart or "step: improvement begins here" in chart

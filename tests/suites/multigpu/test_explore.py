@@ -14,7 +14,7 @@ import pytest
 
 from datamodel import from_json
 from suites.multigpu import covering
-from suites.multigpu.explore import Budget, Explorer, Unsupported
+from suites.multigpu.explore import Budget, Explorer
 from suites.multigpu.records import Exploration
 from suites.multigpu.space import BASE, check
 from tests.pytest_run import run_pytest

@@ -1,6 +1,6 @@
 """The bucket-size section's recommendation line, written out by hand for a size and for one bucket."""
 
-from benchmarks.tuning import Recommendation
+from benchmarks.tuner.records import Recommendation
 from reports.render.sections.bucket_size import recommendation_line
 
 

@@ -7,13 +7,13 @@ bucket's collective time is looked up by its size in bytes.
 import pytest
 import torch
 
-from benchmarks.curve import CollectiveCurve
-from benchmarks.schedule import (
+from benchmarks.tuner.curve import CollectiveCurve
+from benchmarks.tuner.schedule import (
     DENSE_GROUP,
     EXPERT_GROUP,
-    Bucket,
     BucketTiming,
     Schedule,
+    SimulatedBucket,
     buckets_of,
     collective_for,
     simulate,
@@ -30,8 +30,8 @@ def by_size(times: dict[int, float]):
     return lambda size_bytes: times[size_bytes]
 
 
-TWO = [Bucket("b0", 100, ("p3", "p2")), Bucket("b1", 200, ("p1", "p0"))]
-THREE = [Bucket("b0", 100, ("p5", "p4")), Bucket("b1", 200, ("p3", "p2")), Bucket("b2", 300, ("p1", "p0"))]
+TWO = [SimulatedBucket("b0", 100, ("p3", "p2")), SimulatedBucket("b1", 200, ("p1", "p0"))]
+THREE = [SimulatedBucket("b0", 100, ("p5", "p4")), SimulatedBucket("b1", 200, ("p3", "p2")), SimulatedBucket("b2", 300, ("p1", "p0"))]
 SIX = steps("p5", "p4", "p3", "p2", "p1", "p0")
 
 
@@ -87,8 +87,8 @@ def test_the_launch_cost_has_no_default():
 
 
 TWO_BUFFERS = [  # buffer A holds p3 and p1, buffer B p2 and p0; given buffer by buffer
-    Bucket("A0", 10, ("p3",)), Bucket("A1", 11, ("p1",)),
-    Bucket("B0", 20, ("p2",)), Bucket("B1", 21, ("p0",)),
+    SimulatedBucket("A0", 10, ("p3",)), SimulatedBucket("A1", 11, ("p1",)),
+    SimulatedBucket("B0", 20, ("p2",)), SimulatedBucket("B1", 21, ("p0",)),
 ]
 
 
@@ -193,7 +193,7 @@ def test_the_curve_is_read_at_the_padded_size():
     assert s.buckets[0].collective_s == pytest.approx(1.048576e-3)
     # Reading the unpadded size instead (a broken builder) gives a different time, and so a different step.
     buffer = layout.buffers[0]
-    unpadded = [Bucket(b.label, numel * 4, b.params)
+    unpadded = [SimulatedBucket(b.label, numel * 4, b.params)
                 for b, numel in zip(buckets_of(layout), buffer.per_bucket_numel_unpadded)]
     broken = simulate(unpadded, compute, curve, launch_cost_s=0.0)
     assert broken.buckets[0].collective_s == pytest.approx(1e-3)
@@ -223,13 +223,13 @@ def test_the_collective_follows_the_policy():
 
 @pytest.mark.parametrize("buckets, compute, words", [
     ([], steps("p0"), "buckets: got none"),
-    ([Bucket("b0", 1, ())], steps("p0"), "holds no params"),
-    ([Bucket("b0", 1, ("p0",)), Bucket("b1", 1, ("p0",))], steps("p0"), "'p0' is in b0 and b1"),
-    ([Bucket("b0", 1, ("p0", "p1"))], steps("p0"), "got no time for 'p1'"),
-    ([Bucket("b0", 1, ("p0",))], steps("p0", "p1"), "1 params in no bucket"),
-    ([Bucket("b0", 1, ("p0",))], steps("p0", "p0"), "got 'p0' twice"),
-    ([Bucket("b0", 1, ("p0",))], [("p0", -1.0)], "compute time of 'p0': got -1.0"),
-    ([Bucket("b0", 1, ("p0",))], [("p0", float("nan"))], "compute time of 'p0': got nan"),
+    ([SimulatedBucket("b0", 1, ())], steps("p0"), "holds no params"),
+    ([SimulatedBucket("b0", 1, ("p0",)), SimulatedBucket("b1", 1, ("p0",))], steps("p0"), "'p0' is in b0 and b1"),
+    ([SimulatedBucket("b0", 1, ("p0", "p1"))], steps("p0"), "got no time for 'p1'"),
+    ([SimulatedBucket("b0", 1, ("p0",))], steps("p0", "p1"), "1 params in no bucket"),
+    ([SimulatedBucket("b0", 1, ("p0",))], steps("p0", "p0"), "got 'p0' twice"),
+    ([SimulatedBucket("b0", 1, ("p0",))], [("p0", -1.0)], "compute time of 'p0': got -1.0"),
+    ([SimulatedBucket("b0", 1, ("p0",))], [("p0", float("nan"))], "compute time of 'p0': got nan"),
 ])
 def test_bad_input_is_refused(buckets, compute, words):
     with pytest.raises(ValueError, match=words):

@@ -3,12 +3,12 @@ against an implementation that costs a known 5 ms more per bucket."""
 
 import pytest
 
-from benchmarks.tuning_inputs import launch_cost, launch_ops, measured_inputs, model_specs
-from benchmarks.schedule import Bucket
-from benchmarks.tuning import CONTENTION_CAP, Inputs
 from benchmarks.sampling import Sampling, rotating_round, sample
 from benchmarks.settings import Model
 from benchmarks.stats import Figure
+from benchmarks.tuner.inputs import inputs_at, launch_cost, launch_ops, measured_inputs, model_specs
+from benchmarks.tuner.method import CONTENTION_CAP, Inputs
+from benchmarks.tuner.schedule import SimulatedBucket
 from suites.impls import load_implementation
 from tests.fakes.slow_launch import DELAY_S
 
@@ -31,11 +31,11 @@ def test_the_inputs_of_each_round_worked_by_hand():
     # Round 2's inputs for a 4-layer model: 100 ms spread evenly, 2 ms a launch, 2 ms at 4 KB; 20 ms lost per
     # 8192 B, so an all-reduce of 4096 B lasting 40 ms takes 10 ms of the backward over its 40 ms: a share of
     # 0.25.
-    round_two = inputs.at(1, model_specs(Model(width=32, depth=4)))
+    round_two = inputs_at(inputs, 1, model_specs(Model(width=32, depth=4)))
     assert [s for _, s in round_two.compute] == pytest.approx([0.025] * 4)
     assert round_two.launch_cost_s == pytest.approx(0.002)
     assert round_two.collective_seconds(4096) == pytest.approx(0.002)
-    assert round_two.share(Bucket("b", 4096, ("p",)), 0.040) == pytest.approx(0.25, rel=1e-5)  # 6 digits kept
+    assert round_two.share(SimulatedBucket("b", 4096, ("p",)), 0.040) == pytest.approx(0.25, rel=1e-5)  # 6 digits kept
 
 
 def test_a_contention_below_zero_is_recorded_and_used_as_none_and_a_share_is_capped():
@@ -43,9 +43,9 @@ def test_a_contention_below_zero_is_recorded_and_used_as_none_and_a_share_is_cap
              "compute beside": [0.09], "curve/8": [0.01]}
     inputs = measured_inputs(times, 4, 8, [8], world_size=2)
     assert inputs.contention_ms_per_mb.samples[0] < 0  # recorded as measured: faster beside a collective
-    assert inputs.at(0, model_specs(Model(width=2, depth=4))).contention_s_per_byte == 0.0  # used as none
+    assert inputs_at(inputs, 0, model_specs(Model(width=2, depth=4))).contention_s_per_byte == 0.0  # used as none
     heavy = Inputs((), None, 0.0, contention_s_per_byte=1.0)
-    assert heavy.share(Bucket("b", 10, ("p",)), 1.0) == CONTENTION_CAP
+    assert heavy.share(SimulatedBucket("b", 10, ("p",)), 1.0) == CONTENTION_CAP
 
 
 def check_launch_costs(ctx, rounds: int) -> list[Figure]:

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from benchmarks.compute_profile import (
+from benchmarks.tuner.compute import (
     METHODS,
     Budget,
     LinearShape,

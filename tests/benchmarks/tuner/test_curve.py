@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from benchmarks.curve import CollectiveCurve
+from benchmarks.tuner.curve import CollectiveCurve
 
 # 1000 B in 1 ms, 4000 B in 9 ms: time grows as size**1.585 between them, not linearly.
 POINTS = [(1000, 1e-3), (4000, 9e-3)]
@@ -62,7 +62,7 @@ def test_reduce_scatter_conversion_uses_its_own_factor():
     lambda collective, n: n - 1,  # ring steps instead of nccl-tests' factor
 ])
 def test_a_wrong_bus_factor_fails_the_worked_conversion(monkeypatch, wrong_factor):
-    monkeypatch.setattr("benchmarks.curve.bus_factor", wrong_factor)
+    monkeypatch.setattr("benchmarks.tuner.curve.bus_factor", wrong_factor)
     with pytest.raises(AssertionError):
         test_world_size_conversion_worked_by_hand()
 

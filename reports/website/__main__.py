@@ -1,4 +1,4 @@
-"""Write the nightly site from the runs: ``python -m reports.site [--root reports/runs] [--out
+"""Write the nightly site from the runs: ``python -m reports.website [--root reports/runs] [--out
 reports/site] [--keep N]``.
 
 A static folder (no server, nothing fetched when viewed: open index.html from
@@ -12,34 +12,29 @@ in nccl-tests' JSON. ``python -m reports`` writes it after each run.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Sequence
 
-from .store.writer import DEFAULT_ROOT
-from .website.build import DEFAULT_KEEP, PAGE_LIMIT, SiteError, build_site, site_beside
+from cli import Count, OutFolder, Parser
+
+from ..store.arguments import RunsRoot
+from ..store.runs import Runs
+from .build import DEFAULT_KEEP, PAGE_LIMIT, SiteError, build_site, site_beside
 
 
-def _keep(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"got {text!r}, but should be a whole number of runs, at least 1")
-    return value
+def parser() -> Parser:
+    p = Parser(prog="python -m reports.website", description=__doc__)
+    p.add_argument("--root", type=RunsRoot(), default=Runs(), help="directory holding the runs")
+    p.add_argument("--out", type=OutFolder("the site's folder"),
+                   help="the site's folder (default: beside --root, named after it: reports/site)")
+    p.add_argument("--keep", type=Count(1, unit="of runs"), default=DEFAULT_KEEP,
+                   help=f"runs of each setup the site keeps, the newest (default {DEFAULT_KEEP})")
+    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.site", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
-    parser.add_argument("--out", type=Path,
-                        help="the site's folder (default: beside --root, named after it: reports/site)")
-    parser.add_argument("--keep", type=_keep, default=DEFAULT_KEEP,
-                        help=f"runs of each setup the site keeps, the newest (default {DEFAULT_KEEP})")
-    args = parser.parse_args(argv)
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     try:
         built = build_site(args.root, args.out or site_beside(args.root), args.keep)
     except SiteError as exc:

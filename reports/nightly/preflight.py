@@ -13,11 +13,11 @@ from pathlib import Path
 from benchmarks import BENCHMARKS
 from ranks.capacity import world_size_problem
 
-from .comparison.changes import check_thresholds
-from .store.writer import StoreError, check_root
+from ..comparison.changes import check_thresholds
+from ..store.runs import Runs, StoreError
 
 DEFAULT_SUITES = ("suites/layout", "suites/multigpu")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def preflight(args) -> str | None:
@@ -30,12 +30,6 @@ def preflight(args) -> str | None:
 
 
 def _numbers(args) -> str | None:
-    if args.rounds is not None and args.rounds < 1:
-        return f"--rounds: got {args.rounds}, but should be >= 1"
-    if args.busbw_max_bytes is not None and args.busbw_max_bytes < 1024:
-        return f"--busbw-max-bytes: got {args.busbw_max_bytes}, but should be >= 1024 (the sweep's smallest size)"
-    if args.explore_seconds is not None and not args.explore_seconds >= 0:
-        return f"--explore-seconds: got {args.explore_seconds:g}, but should be 0 (no search) or a positive number"
     try:
         check_thresholds(args.threshold)
     except ValueError as exc:
@@ -71,7 +65,7 @@ def _impls(args) -> str | None:
 
 def _out(args) -> str | None:
     try:
-        check_root(args.out)
+        Runs(args.out).check()
     except StoreError as exc:
         return str(exc)
     return None

@@ -62,17 +62,17 @@ DENSE_GROUP, EXPERT_GROUP = "dp", "expert-dp"
 """The communicators a bucket is reduced over: the data-parallel group, or the expert-data-parallel one."""
 
 CollectiveSeconds = Callable[[int], float]
-"""Seconds one collective of ``size_bytes`` takes (a ``benchmarks.curve.CollectiveCurve`` is one)."""
+"""Seconds one collective of ``size_bytes`` takes (a ``benchmarks.tuner.curve.CollectiveCurve`` is one)."""
 CollectiveTimes = Union[CollectiveSeconds, Mapping[str, CollectiveSeconds]]
 """One function for every bucket, or one per communicator (``DENSE_GROUP``, ``EXPERT_GROUP``)."""
-Contention = Union[float, Callable[["Bucket", float], float]]
+Contention = Union[float, Callable[["SimulatedBucket", float], float]]
 """The share of the backward's speed a running collective takes: one for all, or (bucket, seconds) -> it."""
 ComputeSteps = Sequence[tuple[Union[str, None], float]]
 """(param name, or None for compute that readies no grad; seconds), in backward order."""
 
 
 @dataclass(frozen=True)
-class Bucket:
+class SimulatedBucket:
     """One bucket as the simulation sees it: the bytes its collective moves (padded), and its params."""
 
     label: str
@@ -83,7 +83,7 @@ class Bucket:
 
 @dataclass(frozen=True)
 class BucketTiming:
-    bucket: Bucket
+    bucket: SimulatedBucket
     ready_s: float
     start_s: float
     end_s: float
@@ -127,7 +127,7 @@ class Schedule:
         return self.communication_s - self.exposed_s
 
 
-def simulate(buckets: Sequence[Bucket], compute: ComputeSteps, collective_seconds: CollectiveTimes, *,
+def simulate(buckets: Sequence[SimulatedBucket], compute: ComputeSteps, collective_seconds: CollectiveTimes, *,
              launch_cost_s: float, contention: Contention = 0.0) -> Schedule:
     """Simulate one backward: ``compute`` in backward order; ``buckets`` in launch order, which decides only
     between buckets ready at the same moment (collectives run in the order their buckets become ready).
@@ -199,7 +199,7 @@ class _Stream:
         return clock
 
 
-def buckets_of(layout: ModelLayout, element_bytes: int | None = None) -> tuple[Bucket, ...]:
+def buckets_of(layout: ModelLayout, element_bytes: int | None = None) -> tuple[SimulatedBucket, ...]:
     """A planned layout's buckets, buffer by buffer: padded bytes (``bucket_indices``) and their params.
 
     ``element_bytes``: bytes per grad element; None reads each buffer's grad
@@ -219,7 +219,7 @@ def buckets_of(layout: ModelLayout, element_bytes: int | None = None) -> tuple[B
         kind = str(buffer.grad_dtype).removeprefix("torch.") + (", expert" if buffer.expert_parallel else "")
         for b, (lo, hi) in enumerate(buffer.bucket_indices):
             names = tuple(name for _, name in sorted(placed[b]))
-            buckets.append(Bucket(f"buffer {index} ({kind}) bucket {b}", (hi - lo) * itemsize, names, group))
+            buckets.append(SimulatedBucket(f"buffer {index} ({kind}) bucket {b}", (hi - lo) * itemsize, names, group))
     return tuple(buckets)
 
 
@@ -236,7 +236,7 @@ def collective_for(config: LayoutConfig) -> str:
     return "reduce_scatter" if config.padding.distributed_optimizer else "all_reduce"
 
 
-def _collective_times(buckets: Sequence[Bucket], collective_seconds: CollectiveTimes) -> list[float]:
+def _collective_times(buckets: Sequence[SimulatedBucket], collective_seconds: CollectiveTimes) -> list[float]:
     if isinstance(collective_seconds, Mapping):
         missing = sorted({b.group for b in buckets} - set(collective_seconds))
         if missing:
@@ -250,7 +250,7 @@ def _collective_times(buckets: Sequence[Bucket], collective_seconds: CollectiveT
     return times
 
 
-def _completing_buckets(buckets: Sequence[Bucket], compute: ComputeSteps) -> dict[int, int]:
+def _completing_buckets(buckets: Sequence[SimulatedBucket], compute: ComputeSteps) -> dict[int, int]:
     """Position in ``compute`` of each bucket's last grad -> that bucket's index; every name checked first."""
     position: dict[str, int] = {}
     for i, (name, seconds) in enumerate(compute):

@@ -58,7 +58,7 @@ import torch
 
 from reference.layout import ParamSpec
 
-from .stats import MIN_INTERVAL_SAMPLES, Figure
+from ..stats import MIN_INTERVAL_SAMPLES, Figure
 
 METHODS = ("measured layer shapes", "FLOP count", "given total")
 FLOPS_PER_TOKEN = {"linear weight": 4, "elementwise": 2, "embedding lookup": 1}
@@ -126,7 +126,7 @@ Timer = Callable[[LinearShape, int], Sequence[float]]
 
 
 @dataclass(frozen=True)
-class Step:
+class BackwardStep:
     """One step of the backward: the param whose grad it readies (None: none), its seconds and FLOPs."""
 
     name: str | None
@@ -142,7 +142,7 @@ class ComputeProfile:
     """One of ``METHODS``, with its figures: 'FLOP count at a measured rate of 171.9 GFLOP/s (float32)'."""
     tokens: int
     device: str
-    steps: tuple[Step, ...]
+    steps: tuple[BackwardStep, ...]
     measurements: Mapping[str, Figure] = field(default_factory=dict)
     """What was timed, by shape label: seconds, at full size (scaled-down samples scaled back up)."""
     notes: tuple[str, ...] = ()
@@ -152,7 +152,7 @@ class ComputeProfile:
         return sum(step.seconds for step in self.steps)
 
     def backward(self) -> list[tuple[str | None, float]]:
-        """(param name or None, seconds) in backward order: what ``benchmarks.schedule.simulate`` takes."""
+        """(param name or None, seconds) in backward order: what ``benchmarks.tuner.schedule.simulate`` takes."""
         return [(step.name, step.seconds) for step in self.steps]
 
 
@@ -190,7 +190,7 @@ def profile_measured_layers(specs: Sequence[ParamSpec], tokens: int, *, device: 
     if any(w.layer is None for w in works):
         notes.append(f"params of no linear layer (norms, lookups) at the timed layers' rate, "
                      f"{rate / 1e9:.4g} GFLOP/s")
-    steps = tuple(Step(w.name, layer_s[w.layer] * w.flops / w.layer.flops if w.layer else w.flops / rate,
+    steps = tuple(BackwardStep(w.name, layer_s[w.layer] * w.flops / w.layer.flops if w.layer else w.flops / rate,
                        w.flops) for w in works)
     return ComputeProfile(METHODS[0], tokens, device, steps, measurements, tuple(notes))
 
@@ -207,7 +207,7 @@ def profile_flop_rate(specs: Sequence[ParamSpec], tokens: int, *, device: str | 
         figure = Figure.of(timer(shape, samples), unit="s", better="lower")
         measurements[shape.label] = figure
         rates[dtype] = shape.flops / figure.median
-    steps = tuple(Step(w.name, w.flops / rates[w.dtype], w.flops) for w in works)
+    steps = tuple(BackwardStep(w.name, w.flops / rates[w.dtype], w.flops) for w in works)
     rate_text = ", ".join(f"{r / 1e9:.4g} GFLOP/s ({_dtype_name(d)})" for d, r in rates.items())
     method = f"{METHODS[1]} at a measured rate of {rate_text}"
     return ComputeProfile(method, tokens, device, steps, measurements)
@@ -219,7 +219,7 @@ def profile_given_total(specs: Sequence[ParamSpec], total_s: float) -> ComputePr
         raise ValueError(f"total_s: got {total_s!r}, but should be a positive finite number of seconds")
     works = _works(specs, tokens=1)
     flops = sum(w.flops for w in works)
-    steps = tuple(Step(w.name, total_s * w.flops / flops, w.flops) for w in works)
+    steps = tuple(BackwardStep(w.name, total_s * w.flops / flops, w.flops) for w in works)
     return ComputeProfile(f"{METHODS[2]} of {total_s * 1e3:.4g} ms, spread by FLOPs", 1, "none", steps)
 
 

@@ -12,7 +12,7 @@ design notes' claims, the verdict), once, and the judgement is stored with
 it; ``render`` writes report.md and the plots from the stored results alone,
 as ``python -m reports.render`` does again later.
 
-Everything the job can check is checked before it starts (``reports.preflight``);
+Everything the job can check is checked before it starts (``reports.nightly.preflight``);
 a run that cannot be written where asked is saved in a fallback place, named.
 
 Under ``torchrun`` every rank of every node joins the multi-rank benchmarks
@@ -38,31 +38,31 @@ from pathlib import Path
 from typing import Sequence
 
 from benchmarks import BENCHMARKS
-from benchmarks.padding import overhead_table
+from benchmarks.measuring.padding import overhead_table
 from benchmarks.settings import BUDGETS, DEFAULT_IMPLS, INFORMATIVE_ROUNDS, BenchSettings
 from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
+from cli import Count, KeyNumber, OutFolder, Parser, Real
+from datamodel import from_json
 from ranks import launched_by_torchrun
 from ranks.joining import pick_backend, tensors_on
 from ranks.launch import leave_torchrun
 from ranks.startup import DEVICE_ENV, DEVICES
-from datamodel import from_json
 from suites.multigpu.records import Coverage, Exploration
 
-from .cli import key_number
-from .comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
-from .comparison.claims import judge_claims
-from .comparison.comparable import previous_comparable
-from .comparison.series import trend
-from .comparison.verdict import decide
-from .conformance.strength import measure_strength, strength_records
-from .conformance.suites import SuiteRun, multigpu, run_suite
+from ..comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
+from ..comparison.claims import judge_claims
+from ..comparison.comparable import previous_comparable
+from ..comparison.series import trend
+from ..comparison.verdict import decide
+from ..conformance.records import SuiteRun
+from ..conformance.strength import measure_strength, strength_records
+from ..conformance.suites import multigpu, run_suite
+from ..render.report import build_report, draw_plots
+from ..store.metrics import collect_metrics
+from ..store.model import DIRTY, SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
+from ..store.mutation_score import read_score
+from ..store.runs import DEFAULT_ROOT, RunError, Runs, dump_json, fallback_root
 from .preflight import DEFAULT_SUITES, preflight
-from .render.report import build_report, draw_plots
-from .store.metrics import collect_metrics
-from .store.model import SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
-from .store.mutation_score import read_score
-from .store.runs import RunError, readable_runs
-from .store.writer import DEFAULT_ROOT, dump_json, fallback_root, release, reserve, write_run
 
 EXPLORE_SECONDS = 60.0
 """Seconds each implementation's nightly search may draw new compositions for."""
@@ -71,25 +71,25 @@ EXPLORE_COMPOSITIONS = 100_000
 """Compositions the nightly search may run: more than its seconds allow, so the seconds decide."""
 TREND_RUNS = 20
 """Runs of the setup a report's trend shows (the site shows the whole history)."""
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def progress(message: str) -> None:
     print(f"[report {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser() -> Parser:
+    parser = Parser(prog="python -m reports", description=__doc__)
     parser.add_argument("--impl", action="append",
                         help=f"repeatable: the implementations checked by the suites and, where they have the "
                              f"ddp level, benchmarked side by side (default: {', '.join(DEFAULT_IMPLS)})")
     parser.add_argument("--suite", action="append", help=f"repeatable (default: {', '.join(DEFAULT_SUITES)})")
     parser.add_argument("--benchmark", action="append",
                         help=f"repeatable (default: all: {', '.join(b.name for b in BENCHMARKS)})")
-    parser.add_argument("--out", type=Path, default=DEFAULT_ROOT, help="directory holding the runs")
+    parser.add_argument("--out", type=OutFolder("the runs' folder"), default=DEFAULT_ROOT,
+                        help="directory holding the runs")
     parser.add_argument("--pytest-arg", action="append", default=[], help="passed on to each suite run")
-    parser.add_argument("--world-size", type=int, default=2,
+    parser.add_argument("--world-size", type=Count(1), default=2,
                         help="ranks the suites spawn, and the benchmarks' ranks when not under torchrun (default 2; "
                              "1 on a node with one GPU)")
     parser.add_argument("--allow-world-size", action="store_true",
@@ -99,17 +99,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "own, else gloo on the CPU), cpu (gloo), or cuda (NCCL where every rank has a GPU, "
                              "else gloo over CUDA tensors, ranks sharing the GPUs: a setup of its own); the suites "
                              f"get the same (default: ${DEVICE_ENV} or auto)")
-    parser.add_argument("--rounds", type=int,
+    parser.add_argument("--rounds", type=Count(1),
                         help="a fixed number of rounds for every figure (default: the gated figures' rounds are "
                              "calibrated to their targets within each benchmark's budget, the others get "
                              f"{INFORMATIVE_ROUNDS})")
-    parser.add_argument("--budget", type=_budget, action="append", default=[], metavar="BENCHMARK=SECONDS",
+    parser.add_argument("--budget", type=KeyNumber(f"BENCHMARK=SECONDS with BENCHMARK one of {', '.join(BUDGETS)} and "
+                                                   "SECONDS above 0", keys=tuple(BUDGETS), positive=True),
+                        action="append", default=[], metavar="BENCHMARK=SECONDS",
                         help="repeatable: seconds of calibrated rounds for a benchmark with gated figures (defaults: "
                              + ", ".join(f"{k}={v:g}" for k, v in BUDGETS.items()) + ")")
-    parser.add_argument("--busbw-max-bytes", type=int,
+    parser.add_argument("--busbw-max-bytes", type=Count(1024, unit="of bytes", why="the sweep's smallest size"),
                         help="largest bucket of the bus-bandwidth sweep (default 16 MiB on gloo, 1 GiB on NCCL)")
     parser.add_argument("--smoke", action="store_true", help="each benchmark once on tiny inputs; no timing")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD,
+    parser.add_argument("--threshold", type=Real(above=0, maximum=1, unit="a fraction"), default=DEFAULT_THRESHOLD,
                         help="relative change that counts, with significance (default 10%%)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when a gated metric regressed against the previous run")
@@ -118,27 +120,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "(e.g. busbw_largest/ on a dedicated GPU node)")
     parser.add_argument("--no-suites", action="store_true", help="benchmarks only: no conformance runs")
     parser.add_argument("--no-site", action="store_true",
-                        help="do not rebuild the static site beside --out after the run (python -m reports.site)")
+                        help="do not rebuild the static site beside --out after the run (python -m reports.website)")
     parser.add_argument("--no-strength", action="store_true",
                         help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
-    parser.add_argument("--explore-seconds", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--explore-seconds", type=Real(above=None, minimum=0, unit="seconds"), default=None,
+                        metavar="SECONDS",
                         help="seconds each implementation's search past the multi-rank suite's covering arrays may "
                              f"draw new compositions for (pytest suites/multigpu --explore; default {EXPLORE_SECONDS:g}, "
                              f"{SMOKE_EXPLORE_SECONDS:g} in smoke mode; 0: no search); its example database lives in "
                              "the runs root (.explore/), so each night tries the failures found before first")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     problem = preflight(args)
     if problem:
-        parser.error(problem)
+        parser_.error(problem)
     return args
-
-
-def _budget(text: str) -> tuple[str, float]:
-    form = f"BENCHMARK=SECONDS with BENCHMARK one of {', '.join(BUDGETS)} and SECONDS above 0"
-    name, seconds = key_number(text, form)
-    if name not in BUDGETS or seconds <= 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}, but should be {form}")
-    return name, seconds
 
 
 def bench_settings(args, backend: str) -> BenchSettings:
@@ -198,28 +198,28 @@ def commit() -> str | None:
         return None
     if head.returncode != 0:
         return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    return head.stdout.strip() + (DIRTY if dirty.stdout.strip() else "")
 
 
-def judged(results: Results, root: Path, args) -> Results:
+def judged(results: Results, runs: Runs, args) -> Results:
     """The run with what is decided about it: the comparison with the previous run of its setup, the trend it
     continues, the design notes' claims, and the verdict."""
     try:
-        previous, passed = previous_comparable(root, results.run.name, results)
-        comparison = compare(previous and previous[0], previous and previous[1].metrics, results.metrics, passed,
+        previous, passed = previous_comparable(runs, results)
+        comparison = compare(previous and previous.run.name, previous and previous.metrics, results.metrics, passed,
                              args.threshold, gate=args.gate)
-        history = [(n, r) for n, r in readable_runs(root) if r.run.setup == results.run.setup]
+        history = [r for r in runs.readable() if r.run.setup == results.run.setup]
     except RunError as exc:
         comparison = Comparison(None, (), args.threshold, ALPHA, (), str(exc))
         history = []
     results = replace(results, comparison=comparison, claims=judge_claims(results),
-                      trend=tuple(trend([*history, (results.run.name, results)], last=TREND_RUNS)))
+                      trend=tuple(trend([*history, results], last=TREND_RUNS)))
     return replace(results, verdict=decide(results, args.fail_on_regression))
 
 
-def save(results: Results, root: Path) -> Path:
+def save(results: Results, runs: Runs) -> Path:
     """Write the run: its results, the report and the plots drawn from the results as they read back (so a
-    rebuild gives the same report); into a fallback place, named, when ``root`` cannot take it."""
+    rebuild gives the same report); into a fallback place, named, when ``runs`` cannot take it."""
     files: dict[str, str | bytes] = {}
     with tempfile.TemporaryDirectory() as tmp:
         written = draw_plots(_read_back(results), Path(tmp))
@@ -229,12 +229,11 @@ def save(results: Results, root: Path) -> Path:
     text = dump_json(encode(results))
     files.update({"report.md": build_report(decode(json.loads(text))), "results.json": text})  # as read back
     try:
-        return write_run(files, root=root, name=results.run.name)
+        return runs.write(results.run.name, files)
     except OSError as exc:
-        fallback = fallback_root()
-        progress(f"could not write the run into {root} ({exc}); saving it into {fallback} instead")
-        fallback.mkdir(parents=True, exist_ok=True)
-        return write_run(files, root=fallback, name=results.run.name)
+        fallback = Runs(fallback_root())
+        progress(f"could not write the run into {runs.root} ({exc}); saving it into {fallback.root} instead")
+        return fallback.write(results.run.name, files)
 
 
 def _read_back(results: Results) -> Results:
@@ -248,19 +247,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     torchrun = launched_by_torchrun()
     rank = int(os.environ["RANK"]) if torchrun else 0
     world_size = int(os.environ["WORLD_SIZE"]) if torchrun else args.world_size
-    name = reserve(args.out, start) if rank == 0 else ""
-    try:
+    if rank != 0:
+        return _run(args, "", torchrun, rank, world_size, _command(torchrun, argv))
+    with Runs(args.out).reserve(start) as name:
         return _run(args, name, torchrun, rank, world_size, _command(torchrun, argv))
-    finally:
-        if rank == 0:
-            release(args.out, name)  # a run that was written has released it already
 
 
 def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: list[str]) -> int:
     backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), args.device)
     settings = bench_settings(args, backend)
-    report = progress if rank == 0 else lambda _: None
-    bench = run_rank_benchmarks(settings, world_size, args.benchmark, report, device=args.device)
+    say = progress if rank == 0 else lambda _: None
+    bench = run_rank_benchmarks(settings, world_size, args.benchmark, say, device=args.device)
     if torchrun:
         leave_torchrun()
     if rank != 0:
@@ -285,22 +282,23 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
                       explorations=tuple(explorations),
                       benchmarks=records, overhead=tuple(overhead_table()), metrics={}, comparison=None, trend=(),
                       claims=(), mutation=read_score(), verdict=None, plots=())
-    results = judged(replace(results, metrics=collect_metrics(results)), args.out, args)
-    written = save(results, args.out)
+    runs = Runs(args.out)
+    results = judged(replace(results, metrics=collect_metrics(results)), runs, args)
+    written = save(results, runs)
     print((written / "report.md").read_text())
     progress(f"wrote {written}/report.md")
     if not args.no_site:
-        publish_site(written.parent)
+        publish_site(Runs(written.parent))
     return results.verdict.exit_code
 
 
-def publish_site(root: Path) -> None:
+def publish_site(runs: Runs) -> None:
     """The site beside the runs, rebuilt with this run in it; a site that cannot be written is a warning line,
     never the failure of a run that is already written."""
     try:
-        from .website.build import build_site, site_beside
+        from ..website.build import build_site, site_beside
 
-        built = build_site(root, site_beside(root))
+        built = build_site(runs, site_beside(runs))
         progress(f"wrote the site: {built.out}/index.html")
     except Exception as exc:  # noqa: BLE001 - whatever the site meets, the run stands
         progress(f"warning: the site was not written ({type(exc).__name__}: {exc}); the run is kept")

@@ -30,7 +30,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .busbw import COLLECTIVES, bus_factor
+from ..busbw import COLLECTIVES, bus_factor
 
 WORLD_SIZE_ASSUMPTION = (
     "converted from world size {n} to {m} by nccl-tests' bus-bandwidth factor, assuming the bus "

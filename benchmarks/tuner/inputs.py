@@ -1,6 +1,6 @@
 """What a bucket-size prediction rests on, measured on the ranks at hand, round by round.
 
-The model is the emulated-overlap benchmark's (``benchmarks.emulation``):
+The model is the emulated-overlap benchmark's (``benchmarks.measuring.emulation``):
 bias-free Linear(width, width) layers whose backward also waits a fixed time,
 reduced by an implementation in overlapped buckets of whole layers. Each
 input is the slowest rank's, per round:
@@ -30,61 +30,29 @@ A step is the backward and ``finish_grad_sync`` from the backward's start
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
 
-from datamodel import doc
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig, ParamSpec
 
-from .busbw import ELEMENT, make_buffers
-from .compute_profile import profile_given_total
+from ..measuring.busbw import ELEMENT, make_buffers
+from ..measuring.emulation import layer_stack
+from ..measuring.timing import slowest
+from ..settings import Model
+from ..stats import Figure
+from .compute import profile_given_total
 from .curve import CollectiveCurve
-from .emulation import layer_stack
-from .settings import Model
-from .stats import Figure
-from .timing import slowest
-from .tuning import Inputs
+from .method import Inputs
+from .records import CurvePoint, MeasuredInputs
 
 COLLECTIVE = "all_reduce"  # packed buckets, no distributed optimizer: what the emulated model runs
 TINY_WIDTH = 32
 TINY_WAIT_S = 5e-4  # long enough for a 4 KB all-reduce to finish inside each layer's backward
 Op = Callable[[], float]
-
-
-@dataclass(frozen=True)
-class CurvePoint:
-    size_bytes: int = doc("bytes one in-place collective moved")
-    time_ms: Figure = doc("ms per call, the slowest rank's, per round")
-
-
-@dataclass(frozen=True)
-class MeasuredInputs:
-    """What the predictions rest on, measured on the ranks at hand, per round (samples in round order)."""
-
-    collective: str = doc("the collective a bucket runs")
-    world_size: int = doc("ranks the curve was measured at")
-    curve: tuple[CurvePoint, ...] = doc("the collective's time at every bucket size a candidate has")
-    launch_ms: Figure = doc("the implementation's launch cost per bucket")
-    compute_ms: Figure = doc("the model's backward with one bucket (launched at its end: no collective "
-                             "beside it), less one launch")
-    contention_ms_per_mb: Figure = doc("backward time lost per MB (1e6 bytes) a collective moves beside it")
-    method: str = doc("how each input was measured, in words")
-
-    def at(self, index: int | None, specs: Sequence[ParamSpec]) -> Inputs:
-        """The inputs of round ``index`` (None: every figure's median) for a model of ``specs``."""
-        def pick(figure: Figure) -> float:
-            return figure.median if index is None else figure.samples[index]
-
-        points = [(p.size_bytes, pick(p.time_ms) / 1e3) for p in self.curve]
-        curve = CollectiveCurve.from_points(self.collective, self.world_size, points)
-        compute = profile_given_total(specs, max(pick(self.compute_ms), 1e-6) / 1e3).backward()
-        return Inputs(compute, curve, max(pick(self.launch_ms), 0.0) / 1e3,
-                      max(pick(self.contention_ms_per_mb), 0.0) / 1e9)
 
 
 def model_specs(model: Model) -> list[ParamSpec]:
@@ -219,3 +187,15 @@ def measured_inputs(times: dict[str, list[float]], depth: int, beside_bytes: int
               "same rounds as the steps")
     return MeasuredInputs(COLLECTIVE, world_size, curve, ms(launch), ms(compute),
                           Figure.of(contention, "ms/MB", "lower", "absolute"), method)
+
+
+def inputs_at(measured: MeasuredInputs, index: int | None, specs: Sequence[ParamSpec]) -> Inputs:
+    """The inputs of round ``index`` (None: every figure's median) for a model of ``specs``."""
+    def pick(figure: Figure) -> float:
+        return figure.median if index is None else figure.samples[index]
+
+    points = [(p.size_bytes, pick(p.time_ms) / 1e3) for p in measured.curve]
+    curve = CollectiveCurve.from_points(measured.collective, measured.world_size, points)
+    compute = profile_given_total(specs, max(pick(measured.compute_ms), 1e-6) / 1e3).backward()
+    return Inputs(compute, curve, max(pick(measured.launch_ms), 0.0) / 1e3,
+                  max(pick(measured.contention_ms_per_mb), 0.0) / 1e9)

@@ -7,7 +7,7 @@ The method, for one model at one data-parallel size (docs/tuning.md):
   upstream's default ``max(40M, 1M * dp)``, and torch DDP's 25 MiB in
   elements of the grad dtype;
 - **prediction** (``predict``): each candidate is planned and one backward
-  simulated (``benchmarks.schedule``): per-param compute, each bucket's
+  simulated (``benchmarks.tuner.schedule``): per-param compute, each bucket's
   collective read off a measured curve at its padded size, the
   implementation's launch cost per bucket and the contention between
   collectives and compute, all measured. What a candidate is judged by is
@@ -30,11 +30,10 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
-from datamodel import doc
 from reference.layout import LayoutConfig, ParamSpec, default_bucket_size, plan_layout
 
-from .schedule import Bucket, CollectiveTimes, ComputeSteps, Schedule, simulate_layout
-from .stats import Figure
+from .records import ROLES, Candidate, Check, Prediction, Recommendation, Verification, size_label
+from .schedule import CollectiveTimes, ComputeSteps, Schedule, SimulatedBucket, simulate_layout
 
 GRID_START = 1_000_000
 """Elements of the grid's smallest bucket: below 1M elements a collective is latency-bound anywhere."""
@@ -42,16 +41,8 @@ TORCH_DDP_BUCKET_BYTES = 25 * 2**20
 CONTENTION_CAP = 0.9
 TOLERANCE = 0.05
 TARGET = 0.10
-ROLES = ("recommended", "far smaller", "far larger")
 ORIGINS = {"grid": "grid", "upstream": "upstream's default max(40M, 1M x dp)", "torch": "torch DDP's 25 MiB",
            "one": "one bucket per buffer"}
-
-
-@dataclass(frozen=True)
-class Candidate:
-    bucket_size: int | None = doc("elements per bucket; null: one bucket per buffer")
-    origins: tuple[str, ...] = doc("why it is a candidate: the grid, upstream's default, torch DDP's 25 MiB, "
-                                   "one bucket per buffer")
 
 
 def candidate_sizes(total_elements: int, dp: int, element_bytes: int, smallest: int = GRID_START
@@ -89,7 +80,7 @@ class Inputs:
     launch_cost_s: float
     contention_s_per_byte: float = 0.0
 
-    def share(self, bucket: Bucket, seconds: float) -> float:
+    def share(self, bucket: SimulatedBucket, seconds: float) -> float:
         """The share of the backward's speed ``bucket``'s collective takes while it runs."""
         if seconds <= 0:
             return 0.0
@@ -105,25 +96,6 @@ class Inputs:
                                    element_bytes=element_bytes)
         padding = sum(buf.numel for buf in layout.buffers) - sum(s.numel for s in specs)
         return schedule, len(schedule.buckets), padding
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """One candidate's planned layout and simulated backward."""
-
-    bucket_size: int | None = doc("elements per bucket; null: one bucket per buffer")
-    origins: tuple[str, ...] = doc("why it is a candidate")
-    buckets: int = doc("buckets the planner made")
-    padding: int = doc("padding elements (start gaps and bucket ends) over every buffer")
-    padding_pct: float = doc("padding over the params' elements, %")
-    compute_ms: float = doc("the backward's compute")
-    launch_ms: float = doc("the implementation's launch cost, every bucket's")
-    slowed_ms: float = doc("what collectives running beside the backward added to it (contention)")
-    unhidden_ms: float = doc("communication run after the backward ended")
-    exposed_ms: float = doc("step - compute: launches, contention and unhidden communication; what "
-                            "the candidates are judged by")
-    step_ms: float = doc("from the backward's start until the last collective ended")
-    share: float = doc("exposed over step")
 
 
 def predict(specs: Sequence[ParamSpec], config: LayoutConfig, candidate: Candidate, inputs: Inputs,
@@ -154,25 +126,6 @@ def predict_all(specs: Sequence[ParamSpec], config: LayoutConfig, candidates: It
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class Recommendation:
-    """The bucket size with the smallest exposed time, and every size within the tolerance of it."""
-
-    bucket_size: int | None = doc("elements per bucket; null: one bucket per buffer")
-    exposed_ms: float = doc("its predicted exposed time (step - compute)")
-    tolerance: float = doc("how far above the smallest exposed time a size may be and still be in the range")
-    within: tuple[int | None, ...] = doc("every candidate size within the tolerance, ascending (null: one "
-                                         "bucket)")
-
-    @property
-    def low(self) -> int | None:
-        return self.within[0]
-
-    @property
-    def high(self) -> int | None:
-        return self.within[-1]
-
-
 def recommend(predictions: Sequence[Prediction], tolerance: float = TOLERANCE) -> Recommendation:
     """The smallest exposed time (the smaller size on a tie) and the sizes within ``tolerance`` of it."""
     if not predictions:
@@ -191,33 +144,6 @@ def verification_sizes(candidates: Iterable[int | None], recommended: int | None
     return {role: size for role, size in roles.items() if role == ROLES[0] or size != recommended}
 
 
-@dataclass(frozen=True)
-class Check:
-    """One size, predicted and measured round by round, side by side."""
-
-    role: str = doc("recommended, far smaller or far larger")
-    bucket_size: int | None = doc("elements per bucket; null: one bucket")
-    buckets: int = doc("buckets")
-    predicted_ms: Figure = doc("the predicted step, per round, from the inputs measured in that round")
-    measured_ms: Figure = doc("the measured step (backward and gradient sync, the slowest rank's), per round")
-    error: Figure = doc("predicted / measured - 1, per round")
-
-    def missed(self, target: float) -> bool:
-        return abs(self.error.median) > target
-
-
-@dataclass(frozen=True)
-class Verification:
-    """Whether the predictions held where they could be measured."""
-
-    checks: tuple[Check, ...] = doc("each size, predicted and measured")
-    target: float = doc("the largest error (|predicted / measured - 1|, median over rounds) a prediction "
-                        "may have")
-    verified: bool = doc("every prediction within the target, and no size measured faster than the "
-                         "recommendation beyond noise")
-    why: str = doc("what decided it, in words")
-
-
 def verify(checks: Sequence[Check], target: float = TARGET) -> Verification:
     """Verified when every check's median error is within ``target`` and no other size's measured interval
     lies wholly below the recommendation's; otherwise unverified, and why."""
@@ -232,17 +158,13 @@ def verify(checks: Sequence[Check], target: float = TARGET) -> Verification:
         problems += [f"{c.role} ({size_label(c.bucket_size)}) measured faster than the recommendation beyond "
                      f"noise ({c.measured_ms.median:.4g} ms against {recommended.measured_ms.median:.4g} ms)"
                      for c in checks if c is not recommended and c.measured_ms.bounds[1] < low]
+    held = [f"{c.role} ({size_label(c.bucket_size)}) within ±{target:.0%}: {c.error.median:+.1%}"
+            for c in checks if not c.missed(target)]
     if problems:
-        return Verification(tuple(checks), target, False, "unverified: " + "; ".join(problems))
-    errors = ", ".join(f"{c.role} {c.error.median:+.1%}" for c in checks)
-    return Verification(tuple(checks), target, True,
-                        f"verified: every prediction within ±{target:.0%} of its measurement ({errors}), and "
-                        "no size measured faster than the recommendation beyond noise")
-
-
-def size_label(bucket_size: int | None) -> str:
-    """'4,194,304 elements', or 'one bucket'."""
-    return "one bucket" if bucket_size is None else f"{bucket_size:,} elements"
+        return Verification(tuple(checks), target, False, tuple(problems), "; ".join(held))
+    return Verification(tuple(checks), target, True, (),
+                        f"every prediction within ±{target:.0%} of its measurement ({'; '.join(held)}), and no "
+                        "size measured faster than the recommendation beyond noise")
 
 
 def _order(bucket_size: int | None) -> float:

@@ -1,0 +1,78 @@
+"""Measuring the step time (``benchmarks.step_time`` defines its records)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+
+from reference.config import DDPConfig
+
+from ..measurable import ratio
+from ..sampling import GATE_RULES, rotating_round, sample
+from ..stats import Figure
+from ..step_time import BASELINE, StepModel, StepTimeRecord
+from .emulation import layer_stack
+from .timing import milliseconds
+
+LR = 1e-3
+
+
+def _impl_step(ctx, impl, model, x):
+    from suites.impls.stepping import optimizer_for
+
+    net = layer_stack(model).to(ctx.device)
+    ddp = impl.wrap(net, DDPConfig(overlap_grad_reduce=True, bucket_size=model.bucket_elements), ctx.group,
+                    ctx.control_group)
+    opt = optimizer_for(impl, ddp, net, lambda ps: torch.optim.SGD(ps, lr=LR))
+
+    def step():
+        ddp(x).square().mean().backward()
+        ddp.finish_grad_sync()
+        opt.step()
+        ddp.zero_grad_buffer()
+
+    return step
+
+
+def _baseline_step(ctx, model, x):
+    net = layer_stack(model).to(ctx.device)
+    device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        net, device_ids=device_ids, process_group=ctx.group, bucket_cap_mb=model.bucket_elements * 4 / 2**20)
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+
+    def step():
+        ddp(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def measure(ctx, settings) -> list[StepTimeRecord]:
+    from suites.impls import load_implementation
+
+    model = settings.real
+    x = torch.randn(model.batch, model.width, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
+    impls = [load_implementation(spec) for spec in settings.impls]
+    steps = {i.name: _impl_step(ctx, i, model, x)
+             for i in impls if i.unavailable is None and "ddp" in i.capabilities}
+    steps[BASELINE] = _baseline_step(ctx, model, x)
+    times = {name: [] for name in steps}
+    order = list(steps)
+    one_round = rotating_round({name: partial(milliseconds, ctx, step) for name, step in steps.items()}, times)
+
+    def ratios() -> dict:
+        return {name: ratio(times[name], times[BASELINE], "lower", "torch DDP's step", "ms")
+                for name in order if name != BASELINE}
+
+    def targets() -> dict:
+        return {name: (figure, GATE_RULES["ratio"].target) for name, (figure, _) in ratios().items()}
+
+    sampled = sample(ctx, settings.sampling("step_time"), one_round, targets)
+    base = Figure.of(times[BASELINE], "ms", "lower")
+    shape = StepModel(model.width, model.depth, model.batch)
+    return [StepTimeRecord(impl=name, impl_ms=Figure.of(times[name], "ms", "lower"), torch_ddp_ms=base, ratio=figure,
+                           refused=refused, sampling=sampled, model=shape, world_size=ctx.world_size)
+            for name, (figure, refused) in ratios().items()]

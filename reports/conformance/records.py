@@ -1,0 +1,78 @@
+"""What a suite run and a strength measurement leave in a run: their records, apart from the running (which needs
+pytest and the ranks), so that a run is read without them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from datamodel import doc
+from suites.multigpu.records import Coverage
+
+from .families import FamilyTally
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One suite run against one implementation: its outcomes, counted and per family of checks."""
+
+    suite: str = doc("the suite's path")
+    impl: str = doc("the implementation asked for (--impl)")
+    header: str = doc("the implementation and its version as the suite's header named them")
+    passed: int = doc("tests passed")
+    failed: int = doc("tests failed")
+    skipped: int = doc("tests skipped, each with its reason")
+    xfailed: int = doc("expected failures: recorded findings about the implementation")
+    errors: int = doc("tests that errored (a fixture or the harness), and a suite that did not run")
+    seconds: float = doc("the tests' time")
+    failures: tuple[str, ...] = doc("each failure: the test and its message")
+    failed_ids: tuple[str, ...] = doc("pytest node ids of failed or erroring tests")
+    crashed_ids: tuple[str, ...] = doc("the failed ones that did not fail a check: an exception other than an "
+                                       "assertion ended them")
+    skip_reasons: dict[str, int] = doc("each reason of a skip, with how many tests it skipped")
+    families: dict[str, FamilyTally] = doc("outcomes per family of checks (reports/conformance/families.py), for "
+                                           "the conformance matrix")
+    exit_code: int = doc("pytest's exit code")
+    compositions: Coverage | None = doc("how much of the configuration space the multi-rank suite's compositions "
+                                        "that ran cover, for this implementation; null for another suite", None)
+
+    @property
+    def status(self) -> str:
+        """The one rule for a suite run, which the verdict reads: fail where a test failed or errored, or pytest
+        collected nothing (exit 5: a filter that matches nothing checks nothing); not applicable where every
+        test skipped (nothing was checked); else pass."""
+        if self.failed or self.errors or self.exit_code != 0:
+            return "fail"
+        return "not applicable" if self.skipped and not (self.passed or self.xfailed) else "pass"
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "fail"
+
+    def why(self) -> str:
+        """What decided the status beyond the counts: nothing collected, or the commonest reason of the skips."""
+        if self.exit_code == 5:
+            return "pytest collected nothing (exit 5): a filter that matches nothing checks nothing"
+        if self.status == "not applicable" and self.skip_reasons:
+            reason, count = max(self.skip_reasons.items(), key=lambda kv: kv[1])
+            return f"every check skipped; the commonest reason ({count} of {self.skipped}): {reason}"
+        return ""
+
+    @property
+    def label(self) -> str:
+        """The implementation and its version as the suite's header names them (levels left out), else the name
+        asked for."""
+        return self.header.split(" (levels")[0] if self.header else self.impl
+
+
+@dataclass(frozen=True)
+class StrengthRecord:
+    """One deliberately broken implementation against the suite it targets."""
+
+    broken: str = doc("the broken implementation (fixtures/broken/)")
+    bug: str = doc("the bug it carries")
+    suite: str = doc("the suite it is run against")
+    caught: bool = doc("whether a check caught it (a crash is not a catch)")
+    expected_tests_failed: bool = doc("whether every test its entry names failed, by a check")
+    failing_tests: int = doc("failed checks")
+    crashed_tests: int = doc("tests failed by an exception other than an assertion")
+    caught_by: str = doc("the test modules whose checks failed")
