@@ -16,7 +16,16 @@ their counts are exact) several times back to back on this machine and:
    compares each with the normal run: the share of tries in which the gate
    flags the step-time ratio, per slowdown, and what each run cost. The
    ratio's gate rule (``benchmarks.sampling.GATE_RULES``: threshold 3%,
-   rounds sampled to a ±2% interval) is meant to pass over 2.5% and catch 5%.
+   rounds sampled to a ±2% interval) is meant to pass over 2.5% and catch 5%;
+4. **change points**: the trend's detector against others on series of
+   nights drawn from the recorded runs' real rounds with planted steps
+   (``reports.comparison.detectors``; no benchmark runs, seconds);
+5. **bisect**: ``--tries`` times per slowdown (10%, then 5% of the
+   reference's measured step), a copy of this project with 16 commits, one
+   of which slows the reference's step and one of which does not import,
+   bisected with ``python -m reports.bisect``'s search on the step ratio:
+   whether it names the slow commit, names the broken one as skipped, and
+   how many benchmark runs it spent (``reports.bisect.planted``).
 
 Every run samples as the nightly job does, each benchmark within its time
 budget; ``--budget BENCHMARK=SECONDS`` (repeatable) changes one, to see what
@@ -30,6 +39,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -43,6 +53,10 @@ from fixtures.slowed_reference import SLOWDOWN_ENV
 from ranks.capacity import WorldSize
 
 from .comparison.changes import compare_metrics
+from .bisect.measure import Measurement, default_command
+from .bisect.planted import BROKEN_AT, COMMITS, SLOW_AT, planted_history, step_delay
+from .bisect.search import bisect
+from .comparison.detectors import NIGHTS, measure, rows
 from .render.table import table
 from .store.runs import Runs, load_results
 
@@ -57,7 +71,10 @@ STEP_RATIO = "step_time/reference/ratio_to_torch_ddp"
 MUST_FLAG = (STEP_RATIO, "overlap/emulated/reference/efficiency")
 FLAGGED = ("regression", "improvement")
 SLOWDOWNS = (0.025, 0.05, 0.10, 0.20)
-PARTS = ("identical", "slowed", "sensitivity")
+PARTS = ("identical", "slowed", "sensitivity", "changepoints", "bisect")
+BISECT_SLOWDOWNS = (0.10, 0.05)
+BISECT_THRESHOLD = 0.03
+"""The step ratio's gate rule threshold (``benchmarks.sampling.GATE_RULES``)."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +174,31 @@ def _move(change) -> str:
     return f"{change.old:.3f} -> {change.new:.3f}, {change.relative:+.1%}"
 
 
-def summary(same: list[dict] | None, slow: list[dict] | None, sensitive: list[dict] | None) -> str:
+def bisect_tries(job: MainJob, out: Path, tries: int, budget: int = 4) -> list[dict]:
+    """Per slowdown and try: the planted history bisected, and what it found and cost."""
+    normal = job.run(out / "bisect-normal", "--impl", "reference", "--benchmark", "step_time")
+    step_ms = next(r.impl_ms.median for r in load_results(normal.path).benchmarks.step_time if r.impl == "reference")
+    measurement = Measurement(default_command("step_time", None, job.world_size, ["reference"]), STEP_RATIO)
+    rows = []
+    for share in BISECT_SLOWDOWNS:
+        for attempt in range(tries):
+            repo = out / f"bisect-{share:g}-{attempt}"
+            shutil.rmtree(repo, ignore_errors=True)
+            repo.mkdir(parents=True)
+            shas = planted_history(repo, ROOT, Path("reference/ddp.py"), step_delay(share * step_ms / 1e3))
+            start = time.monotonic()
+            found = bisect(repo, shas[1], shas[COMMITS], measurement, BISECT_THRESHOLD, budget,
+                           say=lambda line: print(f"[gate check] {line}", file=sys.stderr, flush=True))
+            named = [t.commit for t in found.skipped]
+            rows.append({"slowdown": f"{share:.0%}", "try": attempt + 1, "delay (ms)": round(share * step_ms, 3),
+                         "outcome": found.outcome, "right commit": found.first_moved == shas[SLOW_AT],
+                         "broken one named": named == [shas[BROKEN_AT]], "runs": found.runs,
+                         "commits measured": len(found.trials), "seconds": round(time.monotonic() - start)})
+    return rows
+
+
+def summary(same: list[dict] | None, slow: list[dict] | None, sensitive: list[dict] | None,
+            detectors: list[dict] | None = None, bisections: list[dict] | None = None) -> str:
     """The summary of the parts that ran (None: that part was not asked for)."""
     sections = []
     if same is not None:
@@ -173,6 +214,12 @@ def summary(same: list[dict] | None, slow: list[dict] | None, sensitive: list[di
     if sensitive is not None:
         sections += ["## Sensitivity: the step slowed by a share of itself",
                      table(detection_rates(sensitive), numparse=False), table(sensitive, numparse=False)]
+    if bisections is not None:
+        sections += ["## Bisection of a planted slowdown (16 commits, one slower, one that does not import)",
+                     table(bisections, numparse=False)]
+    if detectors is not None:
+        sections += [f"## Change points: {NIGHTS} nights a series, steps planted, each detector",
+                     table(detectors, numparse=False)]
     return "\n\n".join(sections) + "\n"
 
 
@@ -187,6 +234,8 @@ def parser() -> Parser:
                    type=KeyNumber(f"BENCHMARK=SECONDS with BENCHMARK one of {', '.join(BUDGETS)} and SECONDS "
                                   "above 0", keys=tuple(BUDGETS), positive=True),
                    help="repeatable: handed to every run of the main job (its sampling budget for a benchmark)")
+    p.add_argument("--series", type=Count(1, 10000, unit="of series"), default=100,
+                   help="change points: series per planted step (default 100)")
     p.add_argument("--part", action="append", choices=PARTS,
                    help="run only this part, repeatable (default: all of " + ", ".join(PARTS) + ")")
     return p
@@ -200,10 +249,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     same = identical(job, args.out, args.runs) if "identical" in parts else None
     slow = slowed(job, args.out, args.tries) if "slowed" in parts else None
     sensitive = sensitivity(job, args.out, args.tries) if "sensitivity" in parts else None
-    text = summary(same, slow, sensitive)
+    detectors = rows(measure(args.series)) if "changepoints" in parts else None
+    bisections = bisect_tries(job, args.out, args.tries) if "bisect" in parts else None
+    text = summary(same, slow, sensitive, detectors, bisections)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gate_check.md").write_text(text)
-    figures = {"identical": same, "slowed": slow, "sensitivity": sensitive}
+    figures = {"identical": same, "slowed": slow, "sensitivity": sensitive, "changepoints": detectors,
+               "bisect": bisections}
     (args.out / "gate_check.json").write_text(json.dumps({k: v for k, v in figures.items() if v is not None},
                                                          indent=2) + "\n")
     print(text, end="")

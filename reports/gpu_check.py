@@ -6,7 +6,7 @@ one summary, ``DIR/gpu_check.md``, that says what ran, what passed and what
 was found:
 
 1. ``environment``: Python, torch, CUDA, NCCL, the GPUs, and which optional
-   packages are missing here (asv, megatron-core: the check goes on without
+   packages are missing here (ruptures, megatron-core: the check goes on without
    them);
 2. ``hardware``: the hardware report with real NVML (``hardware.json``);
 3. ``layout``: the layout suite with its buffer, view and shard checks on
@@ -61,7 +61,7 @@ from .render.table import table
 from .store.runs import RunError, Runs
 
 ROOT = Path(__file__).resolve().parent.parent
-OPTIONAL = ("asv", "megatron.core", "deepspeed", "pynvml", "hypothesis", "pytest_benchmark")
+OPTIONAL = ("ruptures", "megatron.core", "deepspeed", "pynvml", "hypothesis", "pytest_benchmark")
 IMPLS = ("reference", "torch", "fsdp2", "megatron")
 
 

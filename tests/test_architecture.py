@@ -28,7 +28,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("fixtures",),
     ("benchmarks",),
     ("reports.store", "reports.conformance"),
-    ("reports.comparison",),
+    ("reports.comparison", "reports.bisect"),
     ("reports.views",),
     ("reports.render",),
     ("reports.website",),

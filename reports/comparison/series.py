@@ -4,12 +4,18 @@ One series per gated metric and setup; rendered by ``reports.render.trend``
 (a table per setup, a PNG per metric: the medians as a line, the 95%
 interval of the median as a band) and drawn by the site.
 
-Step detection is asv's (``asv.step_detect.detect_steps``; without asv
-installed the series come without steps, and say so): it fits the series of
-per-run medians with a piecewise-constant function, choosing the number of
-steps itself. A step *moved* the figure when the levels on either side
-differ by more than the comparison's practical threshold (10%, or 0.05
-absolute for efficiencies); the first such step names its run.
+Change points are found over the whole series by ruptures' binary
+segmentation (``ruptures.Binseg``, least-squares cost, the BIC penalty
+2 sigma^2 ln n, sigma the noise of a night: the larger of the spread of the
+nights' differences, robustly, and the median night's own interval of the
+median),
+chosen over asv's step detection and three others by measurement
+(docs/nightly.md, "Change points": planted steps of 1 to 10% on the real
+noise of this project's runs). Without ruptures installed the series come
+without change points, and say so. A change point *moved* the figure when
+the levels on either side differ by more than the comparison's practical
+threshold (10%, or 0.05 absolute for efficiencies); the first such one is
+the series' step and names its run.
 
 The gated metrics are those any run of a setup gates (figures and counts),
 so a metric that a later run gates is traced back through the runs that
@@ -21,42 +27,73 @@ change of hardware is not read as a step.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Sequence
 
 from ..store.model import LevelShift, Point, Results, Series, Setup
 from .changes import DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD
 
+MIN_SEGMENT = 2
+"""The fewest nights a level holds before or after a change point."""
 
-def step_detection():
-    """asv's ``detect_steps``, or None where asv is not installed (a GPU image may lack it)."""
+
+def change_points(points: Sequence[Point]) -> tuple[int, ...] | None:
+    """The indices at which a new level begins, over the whole series; None where ruptures is not installed or
+    a value is not finite."""
     try:
-        from asv.step_detect import detect_steps
+        import numpy as np
+        import ruptures
     except ImportError:
         return None
-    return detect_steps
+    values = [p.value for p in points]
+    if not all(math.isfinite(v) for v in values):
+        return None
+    if len(values) < 2 * MIN_SEGMENT:
+        return ()
+    signal = np.asarray(values, dtype=float)
+    sigma = max(_noise(signal), statistics.median(_interval_sigma(p) for p in points))
+    if sigma == 0:
+        sigma = 1e-12 * max(1.0, float(np.abs(signal).max()))
+    found = ruptures.Binseg(model="l2", min_size=MIN_SEGMENT, jump=1).fit(signal).predict(
+        pen=2 * sigma * sigma * math.log(len(values)))
+    return tuple(found[:-1])
+
+
+def _noise(signal) -> float:
+    """A night's noise from the differences of neighbouring nights (robust to the steps themselves: MAD)."""
+    import numpy as np
+
+    diffs = np.diff(signal)
+    return float(1.4826 * np.median(np.abs(diffs - np.median(diffs))) / math.sqrt(2)) if len(diffs) else 0.0
+
+
+def _interval_sigma(point: Point) -> float:
+    """The standard error a run's 95% interval of the median stands for (0 without one)."""
+    return (point.interval[1] - point.interval[0]) / (2 * 1.96) if point.interval else 0.0
+
+
+def shifts(points: Sequence[Point], better: str, absolute: bool) -> tuple[LevelShift, ...] | None:
+    """Every change point, with the level change across it (median after over median before, each over the
+    nights up to the neighbouring change point); None without a detector."""
+    found = change_points(points)
+    if found is None:
+        return None
+    values = [p.value for p in points]
+    bounds = (0, *found, len(values))
+    made = []
+    for start, at, end in zip(bounds, bounds[1:], bounds[2:]):
+        before, after = statistics.median(values[start:at]), statistics.median(values[at:end])
+        change = after - before if absolute else ((after - before) / abs(before) if before else math.inf)
+        gain = change if better == "higher" else -change
+        made.append(LevelShift(points[at].run, "improvement" if gain > 0 else "regression", float(change)))
+    return tuple(made)
 
 
 def first_step(points: Sequence[Point], better: str, absolute: bool, threshold: float = DEFAULT_THRESHOLD,
                absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD) -> LevelShift | None:
-    """The first step of the medians beyond the threshold, or None."""
-    values = [p.value for p in points]
-    detect_steps = step_detection()
-    if detect_steps is None or len(values) < 2 or not all(math.isfinite(v) for v in values):
-        return None
-    levels = detect_steps(values, _weights(points))
-    for (_, _, before, *_), (left, _, after, *_) in zip(levels, levels[1:]):
-        change = after - before if absolute else ((after - before) / abs(before) if before else math.inf)
-        if abs(change) > (absolute_threshold if absolute else threshold):
-            gain = change if better == "higher" else -change
-            return LevelShift(points[left].run, "improvement" if gain > 0 else "regression", float(change))
-    return None
-
-
-def _weights(points: Sequence[Point]) -> list[float] | None:
-    """Tighter intervals weigh more; a run without one gets asv's median weight."""
-    if not any(p.interval for p in points):
-        return None
-    return [1 / max(p.interval[1] - p.interval[0], 1e-12) ** 2 if p.interval else math.nan for p in points]
+    """The first change point beyond the threshold, or None."""
+    limit = absolute_threshold if absolute else threshold
+    return next((s for s in shifts(points, better, absolute) or () if abs(s.change) > limit), None)
 
 
 def gated_keys(runs: Sequence[Results]) -> list[str]:

@@ -118,6 +118,9 @@ def parser() -> Parser:
     parser.add_argument("--gate", action="append", default=[], metavar="PREFIX",
                         help="repeatable: gate informative metrics whose key starts with PREFIX too "
                              "(e.g. busbw_largest/ on a dedicated GPU node)")
+    parser.add_argument("--bisect", action="store_true",
+                        help="when the gate finds a gated regression, find the commit between the previous run's and "
+                             "this one's that moved it (python -m reports.bisect; written into the run's folder)")
     parser.add_argument("--no-suites", action="store_true", help="benchmarks only: no conformance runs")
     parser.add_argument("--no-site", action="store_true",
                         help="do not rebuild the static site beside --out after the run (python -m reports.website)")
@@ -287,6 +290,10 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     written = save(results, runs)
     print((written / "report.md").read_text())
     progress(f"wrote {written}/report.md")
+    if args.bisect:
+        from ..bisect.regression import bisect_regression
+
+        bisect_regression(results, runs, written, args.impl or DEFAULT_IMPLS, progress)
     if not args.no_site:
         publish_site(Runs(written.parent))
     return results.verdict.exit_code

@@ -28,8 +28,9 @@ def trend_markdown(all_series: Sequence[Series]) -> str:
         return "No gated metric in the runs of this setup."
     setups = list(dict.fromkeys(s.setup for s in all_series))
     text = (f"{len(runs)} run(s), {runs[0]} to {runs[-1]}, of {len(setups)} setup(s), each its own series; each "
-            "cell is the median [95% interval]. A step is the first run at which asv's step detection puts a "
-            "level change beyond the threshold (none is found where asv is not installed).")
+            "cell is the median [95% interval]. A step is the first run at which a change point (ruptures' binary "
+            "segmentation over the whole series) puts a level change beyond the threshold (none is found where "
+            "ruptures is not installed).")
     for setup in setups:
         group = [s for s in all_series if s.setup == setup]
         names = sorted({p.run for s in group for p in s.points})

@@ -175,8 +175,7 @@ class LevelShift:
 
 @dataclass(frozen=True)
 class Series:
-    """One gated metric over the runs of one setup, and the first step asv's detection put beyond its
-    threshold."""
+    """One gated metric over the runs of one setup, and the first change point beyond its threshold."""
 
     key: str = doc("the metric")
     unit: str = doc("unit")
@@ -184,7 +183,8 @@ class Series:
     absolute: bool = doc("whether moves are absolute (efficiencies) rather than relative")
     setup: str = doc("the setup every run of the series shares")
     points: tuple[Point, ...] = doc("one per run that has the metric, oldest first")
-    step: LevelShift | None = doc("the first step beyond the threshold; null when none (or without asv)")
+    step: LevelShift | None = doc("the first change point beyond the threshold; null when none (or without "
+                                            "ruptures)")
 
 
 @dataclass(frozen=True)

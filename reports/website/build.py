@@ -25,6 +25,7 @@ from ..comparison.series import by_setup
 from ..render.trend import PLOT_PREFIX
 from ..store.model import Results, Setup
 from ..store.runs import DEFAULT_ROOT, Runs, Unreadable
+from .bisection import read_bisection
 from .context import Context, setup_page_name
 from .export import export_files
 from .history import histories
@@ -141,7 +142,8 @@ def _write_site(folder: Path, root: Path, runs: Sequence[Results], kept: list[Re
             _write(folder, f"runs/{name}/{plot}", (Path(root) / name / plot).read_bytes(), built)
         for file, text in export_files(results).items():
             _write(folder, f"runs/{name}/{file}", text, built)
-        _write(folder, f"runs/{name}/index.html", run_page(results, previous_run(results, runs), plots, ctx), built)
+        _write(folder, f"runs/{name}/index.html", run_page(results, previous_run(results, runs), plots, ctx,
+                                                           read_bisection(Path(root) / name)), built)
     for h in setup_histories:
         _write(folder, f"history/{pages[h.setup]}", history_page(h, ctx), built)
     _write(folder, "history/index.html", history_index(setup_histories, ctx), built)

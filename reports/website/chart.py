@@ -19,6 +19,7 @@ import math
 import re
 from typing import Sequence
 
+from ..store.model import LevelShift
 from .history import History, Slot
 from .html import Markup, esc
 
@@ -70,8 +71,7 @@ def band_text(threshold: float | None, absolute: bool) -> str:
 
 
 def step_change(history: History) -> str:
-    step = history.series.step
-    return f"{step.change:+.3g}" if history.series.absolute else f"{step.change:+.1%}"
+    return shift_text(history.series.step, history.series.absolute)
 
 
 class Scale:
@@ -196,6 +196,25 @@ def _step(history: History, scale: Scale) -> str:
             f'fill="{PURPLE}">{esc(label)}</text></g>')
 
 
+def shift_text(shift: LevelShift, absolute: bool) -> str:
+    return f"{shift.change:+.3g}" if absolute else f"{shift.change:+.1%}"
+
+
+def _change_points(history: History, scale: Scale) -> str:
+    """A thin dotted line before each night a new level began (the step, drawn apart, excepted)."""
+    runs = [s.run for s in history.slots]
+    step = history.series.step
+    marks = []
+    for shift in history.change_points or ():
+        if shift.run not in runs or (step is not None and step.run == shift.run):
+            continue
+        x = scale.x(runs.index(shift.run)) - scale.step / 2
+        marks.append(f'<path d="M{x:.1f},{TOP}V{HEIGHT - BOTTOM}" stroke="{PURPLE}" stroke-width="1" '
+                     f'stroke-dasharray="1 3"><title>change point: {esc(shift.direction)} '
+                     f'{esc(shift_text(shift, history.series.absolute))} from {esc(shift.run)}</title></path>')
+    return f'<g class="change-points">{"".join(marks)}</g>' if marks else ""
+
+
 def chart_svg(history: History, run_href: str) -> Markup:
     """The chart of one history; ``run_href`` is the link to a run's page with ``{run}`` in it."""
     slots = history.slots
@@ -210,7 +229,7 @@ def chart_svg(history: History, run_href: str) -> Markup:
         f'data-key="{esc(history.series.key)}" data-slots="{len(slots)}">'
         f'<g class="band" fill="{SKY}" fill-opacity="0.28"><title>the gate\'s threshold around the previous '
         f'run\'s median</title>{_band(spans, scale)}</g>{_axes(history, scale)}{_line(history, scale)}'
-        f'{_step(history, scale)}{"".join(points)}</svg>')
+        f'{_change_points(history, scale)}{_step(history, scale)}{"".join(points)}</svg>')
 
 
 LEGEND = Markup(
@@ -220,6 +239,7 @@ LEGEND = Markup(
     f'{_marker("down", 8, 6, VERMILLION)}</svg> the gate found a regression that night · '
     f'<svg viewBox="0 0 16 12" width="16" height="12">{_marker("up", 8, 6, GREEN)}</svg> an improvement · '
     f'<span class="swatch"></span> the gate\'s threshold around the previous median · '
-    f'<span style="color:{PURPLE}">┆ ▼/▲ step</span>: where the trend found the level moved · '
+    f'<span style="color:{PURPLE}">┆ ▼/▲ step</span>: where the trend found the level moved beyond the threshold '
+    f'· <span style="color:{PURPLE}">⋮</span> a change point (a smaller move of the level) · '
     f'<span style="color:{GREY}">✕</span> no figure that night (hover: why) '
     'Hover or focus a point for its interval, commit and environment; click it for that night\'s page.</p>')

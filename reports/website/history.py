@@ -2,7 +2,7 @@
 per run, a point where the run measured it and a gap, with why, where it did not.
 
 The series and their steps are the trend's (``reports.comparison.series``: one
-series per setup and metric, asv's step detection); smoke runs are never
+series per setup and metric, its change points and its first step); smoke runs are never
 drawn, their timings meaning nothing. Each slot carries what its hover says:
 the gate's threshold and decision that night, and the commit and environment.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..comparison.changes import DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_THRESHOLD
-from ..comparison.series import by_setup, setup_trend
-from ..store.model import Point, Results, Series, Setup
+from ..comparison.series import by_setup, setup_trend, shifts
+from ..store.model import LevelShift, Point, Results, Series, Setup
 from .environment import one_line
 from .refusals import refused_keys
 
@@ -41,6 +41,9 @@ class History:
     slots: tuple[Slot, ...]
     exact: bool
     """A count: any move in the bad direction counts, so it has no interval and no band."""
+    change_points: tuple[LevelShift, ...] | None = ()
+    """Every change of level over the whole history, small ones too (the series' step is the first beyond the
+    threshold); None where no detector is installed."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def history(series: Series, group: Sequence[Results], refusals: _Refusals) -> Hi
         slots.append(Slot(name, point, missing, status(results, series.key),
                           threshold(results, series.key, series.absolute), one_line(results)))
     exact = any(r.metrics[series.key].exact for r in group if series.key in r.metrics)
-    return History(series, tuple(slots), exact)
+    return History(series, tuple(slots), exact, shifts(series.points, series.better, series.absolute))
 
 
 def histories(runs: Sequence[Results]) -> list[SetupHistory]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .chart import LEGEND, band_text, chart_svg, number, step_change
+from .chart import LEGEND, band_text, chart_svg, number, shift_text, step_change
 from .context import Context
 from .history import History, SetupHistory, Slot
 from .html import Markup, join, link, page, slug, table, tag
@@ -35,6 +35,12 @@ def _change(history: History) -> str:
     return f"{(new - old) / abs(old):+.1%}" if old else "from 0"
 
 
+def _change_points(history: History) -> str:
+    if history.change_points is None:
+        return "not found (ruptures is not installed)"
+    return "; ".join(f"{shift_text(c, history.series.absolute)} at {c.run}" for c in history.change_points) or "none"
+
+
 def _step(history: History) -> str:
     step = history.series.step
     if step is None:
@@ -51,7 +57,8 @@ def summary_table(histories: Sequence[History], anchors: bool) -> Markup:
                      "latest [95% interval]": _figure(measured[-1] if measured else None),
                      "previous": _figure(measured[-2] if len(measured) > 1 else None), "change": _change(h),
                      "gate threshold": band_text(h.slots[-1].threshold, h.series.absolute),
-                     "step": _step(h), "runs with it": f"{len(measured)} of {len(h.slots)}"})
+                     "step": _step(h), "change points": _change_points(h),
+                     "runs with it": f"{len(measured)} of {len(h.slots)}"})
     return table(rows)
 
 

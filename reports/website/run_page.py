@@ -8,6 +8,7 @@ import shlex
 from dataclasses import replace
 from typing import Sequence
 
+from ..bisect.search import Bisection
 from ..conformance.families import family_of
 from ..render.matrix import matrix
 from ..render.report import build_report
@@ -15,6 +16,7 @@ from ..store.model import Results
 from ..store.upgrade import written_before
 from ..views.compositions import compositions_view
 from ..views.run import command_missing
+from .bisection import bisection_html
 from .compositions import compositions_html
 from .context import Context
 from .environment import differences, environment
@@ -84,18 +86,22 @@ def failing_html(results: Results) -> Markup:
                        tag("ul", join(items))]) for (label, family), items in found.items()])
 
 
-def run_page(results: Results, previous: Results | None, plots: Sequence[str], ctx: Context) -> str:
+def run_page(results: Results, previous: Results | None, plots: Sequence[str], ctx: Context,
+             bisection: Bisection | None = None) -> str:
     """``plots``: the run's PNGs copied beside the page (the report's other images are named in words). The
     report is rebuilt from the results, its verdict left out: the page shows it once, above."""
     report = build_report(replace(results, plots=tuple(plots)), with_verdict=False)
     run, name = results.run, results.run.name
-    toc = tag("nav", join([link(f"#{anchor}", title) for anchor, title in SECTIONS], " · "), class_="toc")
+    sections = ((("bisection", "Bisection"),) if bisection else ()) + SECTIONS
+    toc = tag("nav", join([link(f"#{anchor}", title) for anchor, title in sections], " · "), class_="toc")
     exports = tag("ul", join([tag("li", link(f, f)) for f in export_files(results)]))
     body = join([
         tag("h1", f"Run {name}"),
         tag("p", join(["On ", run.host, ": ", ctx.setup_link(run.setup, depth=2),
                        " (smoke: timings mean nothing)" if run.setup.smoke else "", "."])),
         toc, verdict_html(results),
+        *((tag("h2", "Bisection: which commit moved it", id="bisection"), bisection_html(bisection))
+          if bisection else ()),
         tag("h2", "Reproduce", id="reproduce"), reproduce_html(results),
         tag("h2", "Environment against the previous run of this setup", id="environment"),
         environment_html(results, previous, ctx),

@@ -19,7 +19,7 @@ from tests.pytest_run import ROOT
 from tests.ranks.test_multinode import two_nodes
 
 SUITE_CHECKS = ["suites/multigpu/test_harness.py::*", "*::test_matches_torch_ddp[[]allreduce-overlap-tiny]"]
-SUITE = ["--no-strength", "--impl", "reference", "--suite", "suites/multigpu",
+SUITE = ["--no-strength", "--explore-seconds", "0", "--impl", "reference", "--suite", "suites/multigpu",
          *(f"--pytest-arg=--only={p}" for p in SUITE_CHECKS)]
 CHEAP = ["--benchmark", "busbw", "--benchmark", "harness_overhead"]
 ON_RANKS = [arg for b in BENCHMARKS if b.on_ranks for arg in ("--benchmark", b.name)]

@@ -113,3 +113,35 @@ def test_an_empty_root_is_an_empty_trend(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["--root", str(tmp_path / "empty")]) == 0
     assert "No readable runs" in capsys.readouterr().out
+
+
+def points(levels, spread=0.01, seed=0):
+    """One point a night: ``levels`` with ``spread`` noise, each with the 95% interval of that noise."""
+    import numpy as np
+
+    from reports.store.model import Point
+
+    rng = np.random.default_rng(seed)
+    values = [level * (1 + spread * rng.standard_normal()) for level in levels]
+    return [Point(f"n{i:02d}", v, (v * (1 - 1.96 * spread), v * (1 + 1.96 * spread))) for i, v in enumerate(values)]
+
+
+def test_change_points_are_found_over_the_whole_history_small_ones_too():
+    """30 nights at 1% noise: a 5% step up at night 10 and back down at night 20 (worse, then better); the step
+    beyond the 10% threshold is none, but both change points are found where they began."""
+    from reports.comparison.series import first_step, shifts
+
+    pytest.importorskip("ruptures", reason="change points are found with ruptures")
+    nights = points([1.0] * 10 + [1.05] * 10 + [1.0] * 10)
+    found = shifts(nights, "lower", False)
+    assert [(s.run, s.direction) for s in found] == [("n10", "regression"), ("n20", "improvement")], found
+    assert found[0].change == pytest.approx(0.05, abs=0.015)
+    assert first_step(nights, "lower", False) is None and first_step(nights, "lower", False, threshold=0.03).run == "n10"
+
+
+def test_noise_alone_has_no_change_point():
+    from reports.comparison.series import shifts
+
+    pytest.importorskip("ruptures", reason="change points are found with ruptures")
+    for seed in range(5):
+        assert shifts(points([1.0] * 40, seed=seed), "lower", False) == (), seed

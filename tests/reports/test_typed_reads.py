@@ -82,6 +82,7 @@ def test_the_scan_catches_a_reader_that_went_back_to_dicts(tmp_path):
 WORD_METHODS = {"startswith", "endswith", "partition", "rpartition", "split", "rsplit", "removeprefix",
                 "removesuffix", "find", "index", "count"}
 WORDS_NOT_DECISIONS = {
+    ("reports/bisect/__main__.py", "'{out}' not in args.command"): "a --command template's placeholder",
     ("reports/conformance/families.py", "nodeid.split('::')"): "a pytest node id's path and function",
     ("reports/conformance/records.py", "self.header.split(' (levels')"): "the suite header shown as a row label",
     ("reports/conformance/strength.py", "f.split('::')"): "a pytest node id's path",
@@ -96,6 +97,8 @@ WORDS_NOT_DECISIONS = {
         "a skip reason shown without pytest's prefix",
     ("reports/conformance/suites.py", "raised[-1].rsplit('.', 1)"): "an exception's qualified name",
     ("reports/gate_check.py", "'identical' in parts"): "a --part choice",
+    ("reports/gate_check.py", "'changepoints' in parts"): "a --part choice",
+    ("reports/gate_check.py", "'bisect' in parts"): "a --part choice",
     ("reports/gate_check.py", "'slowed' in parts"): "a --part choice",
     ("reports/gate_check.py", "'sensitivity' in parts"): "a --part choice",
     ("reports/gate_check.py", "'run (s)' in r"): "the gate check's own table rows",

@@ -7,6 +7,7 @@ import html
 import json
 from pathlib import Path
 import re
+import shutil
 
 import pytest
 
@@ -18,7 +19,9 @@ from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, sit
 from reports.website.export import BENCHMARK_ACTION, NCCL_TESTS
 from reports.website.matrix import failure_anchor
 from reports.website.measure import generate
-from reports.store.runs import Runs, load_results
+from reports.bisect.decide import Decision
+from reports.bisect.search import FILE, Bisection, Trial, save
+from reports.store.runs import Runs, SkippedRunWarning, load_results
 
 from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED
 
@@ -163,7 +166,7 @@ def test_a_site_that_cannot_be_written_is_a_warning_and_the_run_stands(tmp_path,
 def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path):
     """``python -m reports.website.measure``'s nights (a 20% step in the first gated figure halfway) in a site: its
     chart marks the step at the night it began, and only there."""
-    pytest.importorskip("asv", reason="the trend finds steps with asv's step detection")
+    pytest.importorskip("ruptures", reason="the trend finds its change points with ruptures")
     source = real_runs / sorted(p.name for p in real_runs.iterdir() if p.is_dir())[-1]
     names = generate(source, Runs(tmp_path / "runs"), 6)
     built = build_site(Runs(tmp_path / "runs"), tmp_path / "site")
@@ -173,3 +176,22 @@ def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path)
     chart = chart[:chart.index("</svg>")]
     assert re.findall(r'<g class="step" data-run="([^"]+)"', chart) == [names[3]], chart[:2000]
     assert "step: regression begins here" in chart or "step: improvement begins here" in chart
+
+
+def test_a_nights_bisection_is_on_its_page_and_a_broken_one_is_a_warning(tmp_path, nightly):
+    root = tmp_path / "runs"
+    shutil.copytree(nightly.root, root)
+    names = nightly.gloo
+    decision = Decision("moved", 1.101, (1.08, 1.12), 0.0002, ((1.0, 1.01), (0.99, 1.0)), ((1.1, 1.11), (1.09, 1.1)))
+    trials = (Trial("b" * 40, "the bad end", decision, 1, 20.0),
+              Trial("c" * 40, "planted: does not import", None, 1, 5.0, "exit 1, no run written: ImportError"),
+              Trial("d" * 40, "planted: 10% slower", decision, 1, 20.0))
+    save(Bisection("a" * 40, "b" * 40, "step_time/reference/ratio_to_torch_ddp", 0.05, "found", "d" * 40,
+                   "planted: 10% slower", trials=trials, command=("python", "-m", "reports.bisect")), root / names[-1])
+    (root / names[-2] / FILE).write_text('{"good": ')
+    with pytest.warns(SkippedRunWarning, match=f"skipped the bisection of run {names[-2]}"):
+        built = build_site(Runs(root), tmp_path / "site")
+    page = text_of((built.out / "runs" / names[-1] / "index.html").read_text())
+    assert "Bisection: which commit moved it" in page and f"first moved at {'d' * 12} planted: 10% slower" in page
+    assert "exit 1, no run written: ImportError" in page and "3 benchmark runs of the commits measured" in page, page[:3000]
+    assert "Bisection" not in text_of((built.out / "runs" / names[-2] / "index.html").read_text())

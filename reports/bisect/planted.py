@@ -1,0 +1,70 @@
+"""A history with a planted regression, to check the bisection on: a copy of this project's tracked files as one
+commit, then 15 more, one of which slows the code by a share of itself and one of which does not import (the next
+one mends it); the others add a note. ``python -m reports.gate_check --part bisect`` and the tests bisect it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+SLOW_AT, BROKEN_AT, COMMITS = 12, 8, 16
+"""Commit numbers (1 is the good end, 16 the bad): 8 is the first commit git bisect tries on this history."""
+SLOW_SUBJECT = "planted: slower"
+BROKEN = '\nraise ImportError("planted: this commit does not import")\n'
+PLANNER = Path("reference/layout/planner.py")
+
+
+def step_delay(seconds: float) -> str:
+    """Code that makes the reference's every step ``seconds`` slower: a sleep after its gradient sync."""
+    return f'''
+
+import time as _planted_time
+
+_finish_grad_sync_in_time = DistributedDataParallel.finish_grad_sync
+
+
+def _finish_grad_sync_late(self, *args, **kwargs):  # planted: slower
+    _finish_grad_sync_in_time(self, *args, **kwargs)
+    _planted_time.sleep({seconds!r})
+
+
+DistributedDataParallel.finish_grad_sync = _finish_grad_sync_late
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=planted", "-c", "user.email=planted@localhost", *args], cwd=repo,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def planted_history(repo: Path, source: Path, slow_file: Path, slower: str) -> dict[int, str]:
+    """Make the history in ``repo`` from ``source``'s tracked files; commit ``SLOW_AT`` appends ``slower`` to
+    ``slow_file``. Commit number -> sha."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=source, capture_output=True, text=True, check=True)
+    for rel in tracked.stdout.splitlines():
+        if (source / rel).is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / rel, repo / rel)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the project as it is")
+    shas = {1: git(repo, "rev-parse", "HEAD")}
+    planner = (repo / PLANNER).read_text()
+    for number in range(2, COMMITS + 1):
+        if number in (BROKEN_AT, BROKEN_AT + 1):  # broken, then mended
+            (repo / PLANNER).write_text(planner + (BROKEN if number == BROKEN_AT else ""))
+        if number == SLOW_AT:
+            with open(repo / slow_file, "a") as slowed:
+                slowed.write(slower)
+            subject = SLOW_SUBJECT
+        elif number == BROKEN_AT:
+            subject = "planted: the planner does not import"
+        else:
+            with open(repo / "NOTES.txt", "a") as notes:
+                notes.write(f"note {number}\n")
+            subject = f"note {number}"
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", subject)
+        shas[number] = git(repo, "rev-parse", "HEAD")
+    return shas

@@ -1,0 +1,284 @@
+"""The bisection: ``git bisect run`` drives the search over the commits between good and bad; each step measures
+the commit ``git bisect`` checked out against the good commit, side by side, and answers with git's exit codes
+(0 the same as good, 1 moved, 125 cannot tell or cannot run). Every commit is checked out in a worktree of its
+own under a temporary folder: the user's working tree and branch are never touched, and the worktrees are removed
+afterwards, also when the search is interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Iterator, Literal
+
+from datamodel import doc, from_json, to_json
+
+from .decide import Decision, decide
+from .measure import MeasureError, Measurement
+
+TOOL_ROOT = Path(__file__).resolve().parents[2]
+SAME, MOVED, SKIP, ABORT = 0, 1, 125, 128
+"""``git bisect run``'s exit codes: good, bad, skip, and stop the search."""
+
+
+class BisectError(RuntimeError):
+    """The search cannot go on: a revision that does not resolve, the good commit that cannot be measured, git."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One commit measured against the good one."""
+
+    commit: str = doc("the commit measured")
+    subject: str = doc("its subject line")
+    decision: Decision | None = doc("moved, same or unknown against the good commit; null when it could not run")
+    runs: int = doc("its benchmark runs (as many of the good commit's were interleaved with them)")
+    seconds: float = doc("wall time of its runs and the good commit's beside them")
+    failed: str | None = doc("why it could not be measured (it is skipped), or null", None)
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """What the search found, and what it cost."""
+
+    good: str = doc("the good commit")
+    bad: str = doc("the bad commit")
+    metric: str = doc("the figure")
+    threshold: float = doc("the smallest relative move that counts")
+    outcome: Literal["found", "no move", "unknown", "ambiguous"] = doc(
+        "found: the first commit that moved the figure; no move: bad is the same as good; unknown: the ends "
+        "could not be told apart within the budget; ambiguous: the first moved commit is one of several that "
+        "could not be measured")
+    first_moved: str | None = doc("the first commit that moved the figure; null unless found")
+    subject: str | None = doc("its subject line")
+    candidates: tuple[str, ...] = doc("with ambiguous: the commits it may be", ())
+    several_steps: bool = doc("whether the figure moved again after the first moved commit (bad differs from it)",
+                              False)
+    trials: tuple[Trial, ...] = doc("every commit measured, in order: the bad end first", ())
+    command: tuple[str, ...] = doc("the command that reproduces the search", ())
+
+    @property
+    def runs(self) -> int:
+        """Benchmark runs of the commits measured (as many again of the good commit were interleaved)."""
+        return sum(t.runs for t in self.trials)
+
+    @property
+    def skipped(self) -> tuple[Trial, ...]:
+        return tuple(t for t in self.trials if t.failed is not None)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A search's settings, as the step processes read them."""
+
+    good_tree: str
+    measurement: Measurement
+    threshold: float
+    budget: int
+    """The most benchmark runs of one commit (each beside one of the good commit) before it stays unknown."""
+    log: str
+    """JSON lines, one ``Trial`` per commit measured."""
+
+
+def git(*args: str, cwd: Path) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BisectError(f"git {' '.join(args)}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip()
+
+
+def resolve(repo: Path, good: str, bad: str) -> tuple[str, str]:
+    """The two commits, refused up front when they do not resolve or good is not an ancestor of bad."""
+    commits = []
+    for name, rev in (("--good", good), ("--bad", bad)):
+        try:
+            commits.append(git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=repo))
+        except BisectError:
+            raise BisectError(f"{name}: got {rev!r}, but should be a commit of {repo}") from None
+    good_sha, bad_sha = commits
+    if good_sha == bad_sha:
+        raise BisectError(f"--good and --bad: got {good!r} and {bad!r}, both {good_sha[:12]}, but should differ")
+    if subprocess.run(["git", "merge-base", "--is-ancestor", good_sha, bad_sha], cwd=repo).returncode != 0:
+        raise BisectError(f"--good: got {good!r} ({good_sha[:12]}), but should be an ancestor of --bad {bad!r}")
+    return good_sha, bad_sha
+
+
+@contextmanager
+def worktree(repo: Path, commit: str, where: Path) -> Iterator[Path]:
+    """A detached checkout of ``commit`` at ``where``, removed on the way out however the search ends."""
+    git("worktree", "add", "--detach", "--quiet", str(where), commit, cwd=repo)
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=repo, capture_output=True)
+        shutil.rmtree(where, ignore_errors=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True)
+
+
+def trial(plan: Plan, tree: Path) -> Trial:
+    """``tree``'s commit against the good one: a run of each, interleaved (their order alternating), until the
+    answer is moved or same, or the budget is spent."""
+    commit = git("rev-parse", "HEAD", cwd=tree)
+    subject = git("log", "-1", "--format=%s", cwd=tree)
+    good_tree = Path(plan.good_tree)
+    good: list[tuple[float, ...]] = []
+    candidate: list[tuple[float, ...]] = []
+    decision = None
+    start = time.monotonic()
+    for run in range(1, plan.budget + 1):
+        for side in ((good_tree, tree) if run % 2 else (tree, good_tree)):
+            try:
+                samples = plan.measurement.run(side)
+            except MeasureError as exc:
+                if side == good_tree:
+                    raise BisectError(f"the good commit could not be measured: {exc}") from None
+                return Trial(commit, subject, None, run, time.monotonic() - start, str(exc))
+            (good if side == good_tree else candidate).append(samples)
+        decision = decide(good, candidate, plan.threshold)
+        if decision.outcome != "unknown":
+            return Trial(commit, subject, decision, run, time.monotonic() - start)
+    return Trial(commit, subject, decision, plan.budget, time.monotonic() - start)
+
+
+def exit_code(t: Trial) -> int:
+    if t.decision is None or t.decision.outcome == "unknown":
+        return SKIP
+    return MOVED if t.decision.outcome == "moved" else SAME
+
+
+def step(plan_file: Path) -> int:
+    """One ``git bisect run`` step, in the worktree git checked out (the current folder)."""
+    plan = from_json(Plan, json.loads(plan_file.read_text()))
+    try:
+        t = trial(plan, Path.cwd())
+    except BisectError as exc:
+        print(f"bisect: {exc}", file=sys.stderr)
+        return ABORT
+    with open(plan.log, "a") as log:
+        log.write(json.dumps(to_json(t)) + "\n")
+    print(f"[bisect] {line(t)}", file=sys.stderr, flush=True)
+    return exit_code(t)
+
+
+def bisect(repo: Path, good: str, bad: str, measurement: Measurement, threshold: float, budget: int,
+           command: tuple[str, ...] = (), say: Callable[[str], None] = lambda line: None) -> Bisection:
+    """Find the first commit between ``good`` and ``bad`` at which the figure moved."""
+    good, bad = resolve(repo, good, bad)
+    found = Bisection(good, bad, measurement.metric, threshold, "unknown", None, None, command=command)
+    with tempfile.TemporaryDirectory(prefix="ddpc-bisect-") as tmp:
+        tmp = Path(tmp)
+        plan = Plan(str(tmp / "good"), measurement, threshold, budget, str(tmp / "trials.jsonl"))
+        with worktree(repo, good, tmp / "good"), worktree(repo, bad, tmp / "search") as search:
+            say(f"measuring the bad end {bad[:12]} against the good {good[:12]}")
+            end = trial(plan, search)
+            say(line(end))
+            if end.decision is None:
+                raise BisectError(f"the bad commit could not be measured: {end.failed}")
+            found = replace(found, trials=(end,))
+            if end.decision.outcome != "moved":
+                return replace(found, outcome="no move" if end.decision.outcome == "same" else "unknown")
+            plan_file = tmp / "plan.json"
+            plan_file.write_text(json.dumps(to_json(plan)))
+            git("bisect", "start", bad, good, cwd=search)
+            try:
+                _run_steps(search, plan_file)
+                first = git("rev-parse", "--verify", "--quiet", "refs/bisect/bad", cwd=search)
+            finally:
+                subprocess.run(["git", "bisect", "reset", "--quiet"], cwd=search, capture_output=True)
+            trials = (end, *_read_trials(Path(plan.log)))
+    return _conclude(repo, replace(found, trials=trials), first, good)
+
+
+def _run_steps(search: Path, plan_file: Path) -> None:
+    """``git bisect run`` over this tool's step (``-P``: the step is this checkout's, not the commit's); the steps
+    say each commit's answer on stderr, git's own words go to a log beside the plan."""
+    step_command = [sys.executable, "-P", "-m", "reports.bisect.step", str(plan_file)]
+    with open(plan_file.with_name("git-bisect.log"), "w") as log:
+        code = subprocess.run(["git", "bisect", "run", *step_command], cwd=search, stdout=log,
+                              env={**os.environ, "PYTHONPATH": str(TOOL_ROOT)}).returncode
+    if code != 0:
+        raise BisectError(f"git bisect run stopped (exit {code}): "
+                          + plan_file.with_name("git-bisect.log").read_text().strip()[-300:])
+
+
+def _read_trials(log: Path) -> tuple[Trial, ...]:
+    if not log.exists():
+        return ()
+    return tuple(from_json(Trial, json.loads(line)) for line in log.read_text().splitlines() if line.strip())
+
+
+def _conclude(repo: Path, found: Bisection, first: str, good: str) -> Bisection:
+    """Name the first moved commit, or the commits it may be when skipped ones stand before it; say when the
+    figure moved again after it."""
+    measured = {t.commit: t for t in found.trials}
+    between = git("rev-list", "--ancestry-path", f"{good}..{first}", cwd=repo).split()
+    # rev-list lists newest first: walk back from the first bad commit over the skipped ones before it
+    candidates = [first]
+    for commit in between[1:]:
+        t = measured.get(commit)
+        if t is None or exit_code(t) != SKIP:
+            break
+        candidates.append(commit)
+    if len(candidates) > 1:
+        return replace(found, outcome="ambiguous", candidates=tuple(reversed(candidates)))
+    subject = git("log", "-1", "--format=%s", first, cwd=repo)
+    return replace(found, outcome="found", first_moved=first, subject=subject,
+                   several_steps=_moved_again(found, measured.get(first)))
+
+
+def _moved_again(found: Bisection, first: Trial | None) -> bool:
+    """Whether the bad end differs from the first moved commit (both measured against good): the figure moved
+    in more than one step."""
+    end = found.trials[0]
+    if first is None or first.decision is None or end.commit == first.commit:
+        return False
+    again = decide(first.decision.candidate, end.decision.candidate, found.threshold)
+    return again.outcome == "moved"
+
+
+def line(t: Trial) -> str:
+    """A commit's answer in one line."""
+    return f"{t.commit[:12]} {t.subject}: " + (t.decision.describe() if t.decision else f"skipped: {t.failed}")
+
+
+def text(b: Bisection) -> str:
+    """The answer in words: the first moved commit, the figure before and after, what it cost."""
+    head = {"found": f"first moved at {b.first_moved} {b.subject}",
+            "no move": "no commit moved the figure: the bad end measures the same as the good one",
+            "unknown": "could not tell: the bad end and the good one stay apart by less than the budget can show",
+            "ambiguous": "the first moved commit is one of " + ", ".join(c[:12] for c in b.candidates)
+                         + " (the earlier ones could not be measured)"}[b.outcome]
+    lines = [f"{b.metric} between {b.good[:12]} (good) and {b.bad[:12]} (bad), threshold {b.threshold:.1%}: {head}"]
+    if b.outcome == "found":
+        first = next(t for t in b.trials if t.commit == b.first_moved)
+        if first.decision is not None:
+            lines.append(f"  before and after: {first.decision.good_median:.4g} -> {first.decision.candidate_median:.4g}"
+                         f" (ratio {first.decision.ratio:.4g} [{first.decision.interval[0]:.4g}, "
+                         f"{first.decision.interval[1]:.4g}])")
+        if b.several_steps:
+            lines.append("  the figure moved again after it: the bad end differs from it (more than one step)")
+    for t in b.skipped:
+        lines.append(f"  skipped {t.commit[:12]} {t.subject}: {t.failed}")
+    lines.append(f"  {b.runs} benchmark runs of the commits measured ({len(b.trials)} commits), as many of the good "
+                 f"commit beside them")
+    if b.command:
+        lines.append(f"  reproduce: {shlex.join(b.command)}")
+    return "\n".join(lines)
+
+
+FILE = "bisection.json"
+"""Where a bisection is written: beside ``bisection.md``, in a run's folder when the nightly job made it."""
+
+
+def save(found: Bisection, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / FILE).write_text(json.dumps(to_json(found), indent=1) + "\n")
+    (folder / "bisection.md").write_text(f"# Bisection of {found.metric}\n\n```\n{text(found)}\n```\n")

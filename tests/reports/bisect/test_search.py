@@ -1,0 +1,86 @@
+"""The bisection on a copy of this project with 16 commits: one makes the reference's layout planner 25% slower,
+another does not import (and the next one mends it). The planner's timing sits up to 5% apart between two
+processes of the same code on this machine, so the planted move is 25% against a 10% threshold: what a test can
+settle in a few runs. The 10% step slowdown is the gate check's to measure (``--part bisect``). ``git bisect run`` finds the slow one, names the broken one
+as skipped, and leaves the user's checkout and worktrees as they were; a range with no slowdown answers that no
+commit moved the figure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reports.bisect.measure import Measurement
+from reports.bisect.planted import BROKEN_AT, PLANNER, SLOW_AT, SLOW_SUBJECT, git, planted_history
+from reports.bisect.search import BisectError, bisect, resolve
+from tests.pytest_run import ROOT
+
+MEASURE = ("{python}", "tests/reports/bisect/measure_planner.py", "{out}")
+METRIC = "bisect/plan_ms"
+SLOWER = '''
+
+import time as _time
+
+_plan_layout_at_full_speed = plan_layout
+
+
+def plan_layout(params, config):  # planted: 25% slower
+    start = _time.perf_counter()
+    layout = _plan_layout_at_full_speed(params, config)
+    end = _time.perf_counter() + 0.25 * (_time.perf_counter() - start)
+    while _time.perf_counter() < end:
+        pass
+    return layout
+'''
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> tuple[Path, dict[int, str]]:
+    repo = tmp_path_factory.mktemp("project")
+    return repo, planted_history(repo, ROOT, PLANNER, SLOWER)
+
+
+def test_the_slow_commit_is_found_and_the_broken_one_skipped_and_named(history):
+    repo, shas = history
+    before = (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), git(repo, "worktree", "list"))
+    proc = subprocess.run([sys.executable, "-m", "reports.bisect", "--repo", str(repo), "--good", shas[1],
+                           "--bad", shas[16], "--command", " ".join(MEASURE), "--metric", METRIC, "--threshold", "0.1",
+                           "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout)
+    trials = {t["commit"]: t for t in found["trials"]}
+    assert found["outcome"] == "found" and found["first_moved"] == shas[SLOW_AT], (
+        f"got {found['outcome']} at {found['first_moved']}, but should be found at commit {SLOW_AT} "
+        f"({shas[SLOW_AT]}):\n{proc.stderr[-3000:]}")
+    assert found["subject"] == SLOW_SUBJECT
+    skipped = [t for t in found["trials"] if t["failed"]]
+    assert [t["commit"] for t in skipped] == [shas[BROKEN_AT]] and "planted: this commit does not import" in \
+        skipped[0]["failed"], skipped
+    measured = len(found["trials"]) - len(skipped)
+    assert measured <= 6, f"got {measured} commits measured, but 16 commits should take the bad end and 5 at most"
+    ratio = trials[shas[SLOW_AT]]["decision"]["ratio"]
+    assert 1.15 < ratio < 1.35, f"the slow commit's ratio to good: got {ratio}, but should be near 1.25"
+    after = (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), git(repo, "worktree", "list"))
+    assert after == before, "the checkout, its status and its worktrees are as they were"
+
+
+def test_a_range_without_a_slowdown_moved_nothing(history):
+    repo, shas = history
+    found = bisect(repo, shas[1], shas[7], Measurement(MEASURE, METRIC), threshold=0.1, budget=4)
+    assert found.outcome == "no move" and found.first_moved is None and len(found.trials) == 1, found
+
+
+@pytest.mark.parametrize("good, bad, message", [
+    ("no-such-rev", "HEAD", "--good: got 'no-such-rev', but should be a commit of"),
+    ("HEAD", "HEAD~3", "--good: got 'HEAD' .*, but should be an ancestor of --bad 'HEAD~3'"),
+    ("HEAD", "HEAD", "--good and --bad: got 'HEAD' and 'HEAD'"),
+])
+def test_revisions_are_checked_before_any_work(history, good, bad, message):
+    repo, _ = history
+    with pytest.raises(BisectError, match=message):
+        resolve(repo, good, bad)
