@@ -27,6 +27,8 @@ from .measure import MeasureError, Measurement
 TOOL_ROOT = Path(__file__).resolve().parents[2]
 SAME, MOVED, SKIP, ABORT = 0, 1, 125, 128
 """``git bisect run``'s exit codes: good, bad, skip, and stop the search."""
+STOPPED = "stopped.txt"
+"""Where a step that stops the search says why, beside the plan."""
 
 
 class BisectError(RuntimeError):
@@ -160,7 +162,7 @@ def step(plan_file: Path) -> int:
     try:
         t = trial(plan, Path.cwd())
     except BisectError as exc:
-        print(f"bisect: {exc}", file=sys.stderr)
+        Path(plan.log).with_name(STOPPED).write_text(str(exc))
         return ABORT
     with open(plan.log, "a") as log:
         log.write(json.dumps(to_json(t)) + "\n")
@@ -204,8 +206,13 @@ def _run_steps(search: Path, plan_file: Path) -> None:
     with open(plan_file.with_name("git-bisect.log"), "w") as log:
         code = subprocess.run(["git", "bisect", "run", *step_command], cwd=search, stdout=log,
                               env={**os.environ, "PYTHONPATH": str(TOOL_ROOT)}).returncode
-    if code != 0:
-        raise BisectError(f"git bisect run stopped (exit {code}): "
+    stopped = plan_file.with_name(STOPPED)
+    if stopped.exists():
+        raise BisectError(stopped.read_text())
+    # Any other end, "only skipped commits left" among them, leaves refs/bisect/bad where the search stood: the
+    # skipped commits before it are the answer's candidates (``_conclude``).
+    if code != 0 and not git("for-each-ref", "refs/bisect/bad", cwd=search):
+        raise BisectError(f"git bisect run stopped (exit {code}) with no bad commit: "
                           + plan_file.with_name("git-bisect.log").read_text().strip()[-300:])
 
 

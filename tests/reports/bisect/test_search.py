@@ -1,7 +1,8 @@
-"""The bisection on a copy of this project with 16 commits: one makes the reference's layout planner 25% slower,
+"""The bisection on a copy of this project with 16 commits: one makes the reference's layout planner 50% slower,
 another does not import (and the next one mends it). The planner's timing sits up to 5% apart between two
-processes of the same code on this machine, so the planted move is 25% against a 10% threshold: what a test can
-settle in a few runs. The 10% step slowdown is the gate check's to measure (``--part bisect``). ``git bisect run`` finds the slow one, names the broken one
+processes of the same code on this machine, and a loaded CI machine spreads it further (a commit that changed
+nothing stayed unknown against a 10% threshold after 4 runs a side), so the planted move is 50% against a 20%
+threshold: what a test can settle in a few runs. The 10% step slowdown is the gate check's to measure (``--part bisect``). ``git bisect run`` finds the slow one, names the broken one
 as skipped, and leaves the user's checkout and worktrees as they were; a range with no slowdown answers that no
 commit moved the figure."""
 
@@ -16,7 +17,8 @@ import pytest
 
 from reports.bisect.measure import Measurement
 from reports.bisect.planted import BROKEN_AT, PLANNER, SLOW_AT, SLOW_SUBJECT, git, planted_history
-from reports.bisect.search import BisectError, bisect, resolve
+from reports.bisect.decide import Decision
+from reports.bisect.search import BisectError, Bisection, Trial, _conclude, bisect, resolve
 from tests.pytest_run import ROOT
 
 MEASURE = ("{python}", "tests/reports/bisect/measure_planner.py", "{out}")
@@ -28,10 +30,10 @@ import time as _time
 _plan_layout_at_full_speed = plan_layout
 
 
-def plan_layout(params, config):  # planted: 25% slower
+def plan_layout(params, config):  # planted: 50% slower
     start = _time.perf_counter()
     layout = _plan_layout_at_full_speed(params, config)
-    end = _time.perf_counter() + 0.25 * (_time.perf_counter() - start)
+    end = _time.perf_counter() + 0.50 * (_time.perf_counter() - start)
     while _time.perf_counter() < end:
         pass
     return layout
@@ -48,7 +50,7 @@ def test_the_slow_commit_is_found_and_the_broken_one_skipped_and_named(history):
     repo, shas = history
     before = (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), git(repo, "worktree", "list"))
     proc = subprocess.run([sys.executable, "-m", "reports.bisect", "--repo", str(repo), "--good", shas[1],
-                           "--bad", shas[16], "--command", " ".join(MEASURE), "--metric", METRIC, "--threshold", "0.1",
+                           "--bad", shas[16], "--command", " ".join(MEASURE), "--metric", METRIC, "--threshold", "0.2",
                            "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -64,14 +66,14 @@ def test_the_slow_commit_is_found_and_the_broken_one_skipped_and_named(history):
     measured = len(found["trials"]) - len(skipped)
     assert measured <= 6, f"got {measured} commits measured, but 16 commits should take the bad end and 5 at most"
     ratio = trials[shas[SLOW_AT]]["decision"]["ratio"]
-    assert 1.15 < ratio < 1.35, f"the slow commit's ratio to good: got {ratio}, but should be near 1.25"
+    assert 1.3 < ratio < 1.7, f"the slow commit's ratio to good: got {ratio}, but should be near 1.5"
     after = (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), git(repo, "worktree", "list"))
     assert after == before, "the checkout, its status and its worktrees are as they were"
 
 
 def test_a_range_without_a_slowdown_moved_nothing(history):
     repo, shas = history
-    found = bisect(repo, shas[1], shas[7], Measurement(MEASURE, METRIC), threshold=0.1, budget=4)
+    found = bisect(repo, shas[1], shas[7], Measurement(MEASURE, METRIC), threshold=0.2, budget=4)
     assert found.outcome == "no move" and found.first_moved is None and len(found.trials) == 1, found
 
 
@@ -84,3 +86,18 @@ def test_revisions_are_checked_before_any_work(history, good, bad, message):
     repo, _ = history
     with pytest.raises(BisectError, match=message):
         resolve(repo, good, bad)
+
+
+def test_skipped_commits_just_before_the_first_moved_one_make_the_answer_ambiguous(history):
+    """As git ends when only skipped commits are left: the first moved commit could be any of them or it."""
+    repo, shas = history
+    unknown = Decision("unknown", 1.05, (0.95, 1.12), 0.1, ((1.0,), (1.0,)), ((1.05,), (1.05,)))
+    moved = Decision("moved", 1.5, (1.4, 1.6), 1e-9, ((1.0,), (1.0,)), ((1.5,), (1.5,)))
+    trials = (Trial(shas[16], "bad end", moved, 2, 1.0), Trial(shas[10], "note 10", unknown, 4, 1.0),
+              Trial(shas[11], "note 11", unknown, 4, 1.0), Trial(shas[SLOW_AT], SLOW_SUBJECT, moved, 2, 1.0))
+    found = _conclude(repo, Bisection(shas[1], shas[16], METRIC, 0.2, "unknown", None, None, trials=trials),
+                      shas[SLOW_AT], shas[1])
+    assert found.outcome == "ambiguous" and found.candidates == (shas[10], shas[11], shas[SLOW_AT]), found
+    found = _conclude(repo, Bisection(shas[1], shas[16], METRIC, 0.2, "unknown", None, None, trials=trials[:1] +
+                                      trials[3:]), shas[SLOW_AT], shas[1])
+    assert found.outcome == "found" and found.first_moved == shas[SLOW_AT], found
