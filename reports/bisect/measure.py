@@ -9,7 +9,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -67,9 +66,3 @@ def default_command(benchmark: str, rounds: int | None, world_size: int, impls: 
     return ("{python}", "-m", "reports", "--benchmark", benchmark, *(("--rounds", str(rounds)) if rounds else ()),
             "--world-size", str(world_size), *(a for impl in impls for a in ("--impl", impl)), "--no-suites",
             "--no-strength", "--no-site", "--out", "{out}")
-
-
-def timed(measurement: Measurement, worktree: Path) -> tuple[tuple[float, ...], float]:
-    start = time.monotonic()
-    samples = measurement.run(worktree)
-    return samples, time.monotonic() - start

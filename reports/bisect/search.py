@@ -256,13 +256,16 @@ def line(t: Trial) -> str:
     return f"{t.commit[:12]} {t.subject}: " + (t.decision.describe() if t.decision else f"skipped: {t.failed}")
 
 
+OUTCOMES = {"found": "first moved at",
+            "no move": "no commit moved the figure: the bad end measured the same as the good",
+            "unknown": "could not tell within the budget", "ambiguous": "the first moved commit is one of"}
+"""Each answer in words, for the text and the site alike."""
+
+
 def text(b: Bisection) -> str:
     """The answer in words: the first moved commit, the figure before and after, what it cost."""
-    head = {"found": f"first moved at {b.first_moved} {b.subject}",
-            "no move": "no commit moved the figure: the bad end measures the same as the good one",
-            "unknown": "could not tell: the bad end and the good one stay apart by less than the budget can show",
-            "ambiguous": "the first moved commit is one of " + ", ".join(c[:12] for c in b.candidates)
-                         + " (the earlier ones could not be measured)"}[b.outcome]
+    head = OUTCOMES[b.outcome] + {"found": f" {b.first_moved} {b.subject}",
+                                  "ambiguous": " " + ", ".join(c[:12] for c in b.candidates)}.get(b.outcome, "")
     lines = [f"{b.metric} between {b.good[:12]} (good) and {b.bad[:12]} (bad), threshold {b.threshold:.1%}: {head}"]
     if b.outcome == "found":
         first = next(t for t in b.trials if t.commit == b.first_moved)

@@ -10,13 +10,9 @@ from pathlib import Path
 
 from datamodel import from_json
 
-from ..bisect.search import FILE, Bisection
+from ..bisect.search import FILE, OUTCOMES, Bisection
 from ..store.runs import SkippedRunWarning
 from .html import Markup, join, table, tag
-
-OUTCOMES = {"found": "first moved at", "no move": "no commit moved the figure: the bad end measured the same as the good",
-            "unknown": "could not tell within the budget", "ambiguous": "the first moved commit is one of"}
-
 
 def read_bisection(run_folder: Path) -> Bisection | None:
     """The run's bisection, or None; one that cannot be read is a warning naming it, never a broken site."""
