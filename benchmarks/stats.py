@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
-from scipy import stats
 
 from datamodel import doc
 
@@ -79,6 +78,8 @@ class Figure:
         sampling and the refusal rules ask for it again and again."""
         if self.n < 2 or not all(math.isfinite(s) for s in self.samples):
             return None
+        from scipy import stats  # here, not at the top: a reader of stored runs needs no scipy (1 s to import)
+
         ci = stats.quantile_test(np.asarray(self.samples), q=self.median, p=0.5).confidence_interval(CONFIDENCE)
         if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
             return None
@@ -93,6 +94,8 @@ class Figure:
     @cached_property
     def iqr(self) -> float:
         """Interquartile range, in the figure's unit."""
+        from scipy import stats
+
         return float(stats.iqr(self.samples))
 
     @property

@@ -3,31 +3,32 @@
 
 The candidate's runs are compared with the good commit's, measured side by side (interleaved runs on the same
 machine, so its drift falls on both). Each run is a process with a level of its own (pyperf's reason for many
-processes): two runs of the same code in one pair here differed by 8.5%, far beyond the spread of either's
-rounds. So the run, not the round, is the unit of the interval: the effect is the ratio of the pooled medians,
-candidate over good, with a 95% interval from a two-level bootstrap (runs resampled, then each run's rounds), and
-no answer comes from fewer than ``MIN_RUNS`` runs a side:
+processes): two runs of the same code may differ far beyond the spread of either's rounds. So the run, not the
+round, is the unit: a run's level is the median of its rounds, and the effect is the ratio of the two sides' mean
+levels (on a log scale), with a 95% Student interval whose spread is the runs' own around their side's mean,
+pooled over both sides (a commit's spread between runs is the machine's and the benchmark's, not the commit's:
+the good commit, measured beside every commit of a search, supplies most of it), and never narrower than what
+the rounds of a run leave uncertain about its level. One run of the candidate is enough once the good commit has
+several; at least one side needs two, or there is no spread to judge by:
 
-- **moved**: Mann-Whitney's U on the pooled rounds is significant at ``alpha``, the ratio lies beyond the practical
-  threshold and its interval beyond half of it, on the same side;
+- **moved**: the interval excludes no move (p < ``alpha``), the ratio lies beyond the practical threshold and the
+  interval beyond half of it, on the same side;
 - **same**: the interval lies wholly within the threshold (the data rule out a move of that size);
-- **unknown**: neither, or too few runs; more runs narrow the interval.
+- **unknown**: neither, or no spread yet; more runs narrow the interval.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
 import numpy as np
-from scipy import stats
 
 from datamodel import doc
 
 ALPHA = 0.05
-MIN_RUNS = 2
-RESAMPLES = 2000
 Outcome = Literal["moved", "same", "unknown"]
 
 
@@ -36,9 +37,9 @@ class Decision:
     """One commit's figure against the good commit's."""
 
     outcome: Outcome = doc("moved, same, or unknown (the runs allow neither)")
-    ratio: float = doc("the candidate's median over the good commit's, every round of every run pooled")
-    interval: tuple[float, float] = doc("95% two-level bootstrap interval of the ratio (runs, then rounds)")
-    p_value: float = doc("Mann-Whitney's U on the pooled rounds, two-sided")
+    ratio: float = doc("the candidate's level over the good commit's (each the geometric mean of its runs' medians)")
+    interval: tuple[float, float] = doc("95% Student interval of the ratio, over runs (their pooled spread)")
+    p_value: float = doc("two-sided, that the two levels are one (Student's t on the runs' log medians)")
     good: tuple[tuple[float, ...], ...] = doc("the good commit's rounds, run by run")
     candidate: tuple[tuple[float, ...], ...] = doc("the candidate's rounds, run by run")
 
@@ -61,39 +62,47 @@ def pooled(runs: Sequence[Sequence[float]]) -> list[float]:
 
 
 def decide(good: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], threshold: float,
-           alpha: float = ALPHA, seed: int = 0) -> Decision:
+           alpha: float = ALPHA) -> Decision:
     """The three-way answer for ``candidate``'s runs against ``good``'s (each run its rounds); ``threshold``: the
     smallest relative move that matters (0.05: 5%)."""
+    from scipy import stats
+
     if not 0 < threshold < 1:
         raise ValueError(f"threshold: got {threshold}, but should be between 0 and 1")
     if not good or not candidate or any(len(run) < 1 for run in (*good, *candidate)):
         raise ValueError(f"runs: got {len(good)} and {len(candidate)}, but should be at least one a side, each with "
                          "its rounds")
-    good_all, candidate_all = pooled(good), pooled(candidate)
-    ratio = statistics.median(candidate_all) / statistics.median(good_all)
-    low, high = _interval(good, candidate, seed)
-    p_value = float(stats.mannwhitneyu(good_all, candidate_all, alternative="two-sided").pvalue) \
-        if min(len(good_all), len(candidate_all)) >= 2 else 1.0
-    enough = min(len(good), len(candidate)) >= MIN_RUNS
-    if enough and p_value < alpha and abs(ratio - 1) > threshold and (low > 1 + threshold / 2 or
-                                                                       high < 1 - threshold / 2):
+    if any(x <= 0 or not math.isfinite(x) for x in (*pooled(good), *pooled(candidate))):
+        raise ValueError("rounds: got a value that is not a positive number, but a ratio needs positive figures")
+    sides = [np.log([np.median(run) for run in side]) for side in (good, candidate)]
+    effect = float(sides[1].mean() - sides[0].mean())
+    df = sum(len(side) - 1 for side in sides)
+    frozen = tuple(map(tuple, good)), tuple(map(tuple, candidate))
+    if df == 0:
+        return Decision("unknown", math.exp(effect), (0.0, math.inf), 1.0, *frozen)
+    between = math.sqrt(sum(float(((side - side.mean()) ** 2).sum()) for side in sides) / df)
+    spread = max(between, _level_uncertainty((*good, *candidate)))
+    se = spread * math.sqrt(1 / len(sides[0]) + 1 / len(sides[1]))
+    reach = float(stats.t.ppf(1 - alpha / 2, df)) * se
+    low, high = math.exp(effect - reach), math.exp(effect + reach)
+    p_value = float(2 * stats.t.sf(abs(effect) / se, df)) if se > 0 else (1.0 if effect == 0 else 0.0)
+    ratio = math.exp(effect)
+    if p_value < alpha and abs(ratio - 1) > threshold and (low > 1 + threshold / 2 or high < 1 - threshold / 2):
         outcome: Outcome = "moved"
-    elif enough and 1 - threshold < low and high < 1 + threshold:
+    elif 1 - threshold < low and high < 1 + threshold:
         outcome = "same"
     else:
         outcome = "unknown"
-    return Decision(outcome, ratio, (low, high), p_value, tuple(map(tuple, good)), tuple(map(tuple, candidate)))
+    return Decision(outcome, ratio, (low, high), p_value, *frozen)
 
 
-def _interval(good: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], seed: int) -> tuple[float, float]:
-    """Percentile interval of the ratio of pooled medians over ``RESAMPLES`` two-level resamples."""
-    rng = np.random.default_rng(seed)
-    sides = [[np.asarray(run, float) for run in side] for side in (candidate, good)]
-    ratios = np.empty(RESAMPLES)
-    for i in range(RESAMPLES):
-        medians = []
-        for runs in sides:
-            picked = [runs[j] for j in rng.integers(0, len(runs), len(runs))]
-            medians.append(np.median(np.concatenate([rng.choice(run, len(run)) for run in picked])))
-        ratios[i] = medians[0] / medians[1]
-    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+def _level_uncertainty(runs: Sequence[Sequence[float]]) -> float:
+    """The standard error a typical run's rounds leave on its log median (normal approximation, from the rounds'
+    interquartile range): a floor for the spread between runs, which two runs that agree by chance underestimate."""
+    errors = []
+    for run in runs:
+        logs = np.log(run)
+        if len(logs) >= 4:
+            q1, q3 = np.percentile(logs, [25, 75])
+            errors.append(1.2533 * (q3 - q1) / 1.349 / math.sqrt(len(logs)))
+    return statistics.median(errors) if errors else 0.0

@@ -1,6 +1,7 @@
 """A history with a planted regression, to check the bisection on: a copy of this project's tracked files as one
-commit, then 15 more, one of which slows the code by a share of itself and one of which does not import (the next
-one mends it); the others add a note. ``python -m reports.gate_check --part bisect`` and the tests bisect it."""
+commit, then 15 more, one of which slows the code by a share of itself and one of which makes the same file fail
+to import (the next one mends it); the others add a note. ``python -m reports.gate_check --part bisect`` and the
+tests bisect it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ SLOW_AT, BROKEN_AT, COMMITS = 12, 8, 16
 """Commit numbers (1 is the good end, 16 the bad): 8 is the first commit git bisect tries on this history."""
 SLOW_SUBJECT = "planted: slower"
 BROKEN = '\nraise ImportError("planted: this commit does not import")\n'
-PLANNER = Path("reference/layout/planner.py")
 
 
 def step_delay(seconds: float) -> str:
@@ -33,6 +33,27 @@ DistributedDataParallel.finish_grad_sync = _finish_grad_sync_late
 '''
 
 
+def slower_function(name: str, share: float) -> str:
+    """Code that makes the module's function ``name`` a ``share`` of itself slower on every call: it waits, busy,
+    for that share of the time the call took."""
+    return f'''
+
+import time as _planted_time
+
+_{name}_in_time = {name}
+
+
+def {name}(*args, **kwargs):  # planted: slower
+    start = _planted_time.perf_counter()
+    made = _{name}_in_time(*args, **kwargs)
+    end = _planted_time.perf_counter()
+    end += {share!r} * (end - start)
+    while _planted_time.perf_counter() < end:
+        pass
+    return made
+'''
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-c", "user.name=planted", "-c", "user.email=planted@localhost", *args], cwd=repo,
                           check=True, capture_output=True, text=True).stdout.strip()
@@ -40,7 +61,7 @@ def git(repo: Path, *args: str) -> str:
 
 def planted_history(repo: Path, source: Path, slow_file: Path, slower: str) -> dict[int, str]:
     """Make the history in ``repo`` from ``source``'s tracked files; commit ``SLOW_AT`` appends ``slower`` to
-    ``slow_file``. Commit number -> sha."""
+    ``slow_file``, commit ``BROKEN_AT`` breaks it. Commit number -> sha."""
     tracked = subprocess.run(["git", "ls-files"], cwd=source, capture_output=True, text=True, check=True)
     for rel in tracked.stdout.splitlines():
         if (source / rel).is_file():
@@ -50,16 +71,16 @@ def planted_history(repo: Path, source: Path, slow_file: Path, slower: str) -> d
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "the project as it is")
     shas = {1: git(repo, "rev-parse", "HEAD")}
-    planner = (repo / PLANNER).read_text()
+    original = (repo / slow_file).read_text()
     for number in range(2, COMMITS + 1):
         if number in (BROKEN_AT, BROKEN_AT + 1):  # broken, then mended
-            (repo / PLANNER).write_text(planner + (BROKEN if number == BROKEN_AT else ""))
+            (repo / slow_file).write_text(original + (BROKEN if number == BROKEN_AT else ""))
         if number == SLOW_AT:
             with open(repo / slow_file, "a") as slowed:
                 slowed.write(slower)
             subject = SLOW_SUBJECT
         elif number == BROKEN_AT:
-            subject = "planted: the planner does not import"
+            subject = f"planted: {slow_file.name} does not import"
         else:
             with open(repo / "NOTES.txt", "a") as notes:
                 notes.write(f"note {number}\n")

@@ -42,7 +42,8 @@ class Trial:
     commit: str = doc("the commit measured")
     subject: str = doc("its subject line")
     decision: Decision | None = doc("moved, same or unknown against the good commit; null when it could not run")
-    runs: int = doc("its benchmark runs (as many of the good commit's were interleaved with them)")
+    runs: int = doc("its benchmark runs that measured (as many of the good commit's were interleaved with "
+                    "them); a run that failed is not counted")
     seconds: float = doc("wall time of its runs and the good commit's beside them")
     failed: str | None = doc("why it could not be measured (it is skipped), or null", None)
 
@@ -88,6 +89,9 @@ class Plan:
     """The most benchmark runs of one commit (each beside one of the good commit) before it stays unknown."""
     log: str
     """JSON lines, one ``Trial`` per commit measured."""
+    good_runs: str
+    """JSON lines, one run of the good commit each: kept over the whole search, so that every commit is judged
+    against all of them (one run of a commit is enough once the good commit's runs show their spread)."""
 
 
 def git(*args: str, cwd: Path) -> str:
@@ -127,23 +131,28 @@ def worktree(repo: Path, commit: str, where: Path) -> Iterator[Path]:
 
 def trial(plan: Plan, tree: Path) -> Trial:
     """``tree``'s commit against the good one: a run of each, interleaved (their order alternating), until the
-    answer is moved or same, or the budget is spent."""
+    answer is moved or same, or the budget is spent; judged against every run of the good commit so far."""
     commit = git("rev-parse", "HEAD", cwd=tree)
     subject = git("log", "-1", "--format=%s", cwd=tree)
-    good_tree = Path(plan.good_tree)
-    good: list[tuple[float, ...]] = []
+    good_tree, good_log = Path(plan.good_tree), Path(plan.good_runs)
+    good = [tuple(json.loads(line)) for line in good_log.read_text().splitlines()] if good_log.exists() else []
     candidate: list[tuple[float, ...]] = []
     decision = None
     start = time.monotonic()
     for run in range(1, plan.budget + 1):
-        for side in ((good_tree, tree) if run % 2 else (tree, good_tree)):
+        for side in ((good_tree, tree) if (run + len(good)) % 2 else (tree, good_tree)):
             try:
                 samples = plan.measurement.run(side)
             except MeasureError as exc:
                 if side == good_tree:
                     raise BisectError(f"the good commit could not be measured: {exc}") from None
-                return Trial(commit, subject, None, run, time.monotonic() - start, str(exc))
-            (good if side == good_tree else candidate).append(samples)
+                return Trial(commit, subject, None, run - 1, time.monotonic() - start, str(exc))
+            if side == good_tree:
+                good.append(samples)
+                with open(good_log, "a") as kept:
+                    kept.write(json.dumps(samples) + "\n")
+            else:
+                candidate.append(samples)
         decision = decide(good, candidate, plan.threshold)
         if decision.outcome != "unknown":
             return Trial(commit, subject, decision, run, time.monotonic() - start)
@@ -177,7 +186,8 @@ def bisect(repo: Path, good: str, bad: str, measurement: Measurement, threshold:
     found = Bisection(good, bad, measurement.metric, threshold, "unknown", None, None, command=command)
     with tempfile.TemporaryDirectory(prefix="ddpc-bisect-") as tmp:
         tmp = Path(tmp)
-        plan = Plan(str(tmp / "good"), measurement, threshold, budget, str(tmp / "trials.jsonl"))
+        plan = Plan(str(tmp / "good"), measurement, threshold, budget, str(tmp / "trials.jsonl"),
+                    str(tmp / "good-runs.jsonl"))
         with worktree(repo, good, tmp / "good"), worktree(repo, bad, tmp / "search") as search:
             say(f"measuring the bad end {bad[:12]} against the good {good[:12]}")
             end = trial(plan, search)

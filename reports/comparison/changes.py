@@ -30,8 +30,6 @@ import math
 from dataclasses import replace
 from typing import Mapping, Sequence
 
-from scipy import stats
-
 from benchmarks.registry import Metric
 from benchmarks.stats import Figure
 
@@ -104,6 +102,8 @@ def mann_whitney(old: Figure, new: Figure) -> float:
     """Two-sided p-value that the two runs' samples come from one distribution."""
     if set(old.samples) == set(new.samples) and len(set(old.samples)) == 1:
         return 1.0  # identical constant samples: nothing to test
+    from scipy import stats  # here: the trend and the site read this module's thresholds without scipy
+
     return float(stats.mannwhitneyu(old.samples, new.samples, alternative="two-sided").pvalue)
 
 
@@ -136,6 +136,8 @@ def compare_metrics(old: Mapping[str, Metric], new: Mapping[str, Metric], thresh
                                     absolute_threshold if b.threshold is None else b.threshold)
         if changes[key].test == "mann-whitney":
             tested[changes[key].family].append((key, changes[key].p_value))
+    from scipy import stats
+
     for family, pairs in tested.items():
         if not pairs:
             continue

@@ -1,5 +1,6 @@
-"""The three-way answer on runs whose move is planted: a 10% move is moved, no move is the same, a process-level
-offset between two runs alone is never a move, and noise as wide as the move leaves it unknown."""
+"""The three-way answer on runs whose move is planted: a 10% move is moved, no move is the same, one run of each
+side alone is never an answer, one run of the candidate is once the good commit's runs show their spread, and
+runs that scatter as widely as the move leave it unknown."""
 
 import numpy as np
 import pytest
@@ -28,7 +29,24 @@ def test_no_move_is_the_same_when_the_runs_rule_out_the_threshold():
 def test_one_run_a_side_is_never_an_answer_however_far_apart():
     """Two processes of the same code may sit 8.5% apart: one pair of runs cannot tell that from a move."""
     got = decide(runs(100.0, 0.005, count=1), runs(108.5, 0.005, count=1, seed=1), threshold=0.05)
-    assert got.outcome == "unknown" and got.p_value < 0.001, got
+    assert got.outcome == "unknown" and got.interval == (0.0, float("inf")), got
+
+
+def test_one_run_of_the_candidate_is_judged_by_the_good_commits_spread_between_runs():
+    steady = runs(100.0, 0.003, count=4, offsets=[1.0, 1.002, 0.998, 1.001])
+    assert decide(steady, runs(110.0, 0.003, count=1, seed=1), threshold=0.05).outcome == "moved"
+    assert decide(steady, runs(100.0, 0.003, count=1, seed=1), threshold=0.05).outcome == "same"
+    scattered = runs(100.0, 0.003, count=4, offsets=[0.95, 1.05, 0.97, 1.04])
+    got = decide(scattered, runs(110.0, 0.003, count=1, seed=1), threshold=0.05)
+    assert got.outcome == "unknown", f"runs 10% apart from each other cannot place one run: got {got.describe()}"
+
+
+def test_runs_that_agree_by_chance_are_no_narrower_than_their_rounds_allow():
+    """Two runs whose medians coincide leave the spread between runs at 0; the rounds still say how well each
+    median is known."""
+    good = [[90.0, 100.0, 110.0, 95.0, 105.0]] * 2
+    got = decide(good, [[91.0, 101.0, 111.0, 96.0, 106.0]], threshold=0.05)
+    assert got.interval[1] / got.interval[0] > 1.05 and got.outcome != "same", got
 
 
 def test_runs_whose_levels_scatter_as_much_as_the_move_are_unknown():

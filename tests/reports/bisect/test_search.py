@@ -1,10 +1,10 @@
-"""The bisection on a copy of this project with 16 commits: one makes the reference's layout planner 50% slower,
-another does not import (and the next one mends it). The planner's timing sits up to 5% apart between two
-processes of the same code on this machine, and a loaded CI machine spreads it further (a commit that changed
-nothing stayed unknown against a 10% threshold after 4 runs a side), so the planted move is 50% against a 20%
-threshold: what a test can settle in a few runs. The 10% step slowdown is the gate check's to measure (``--part bisect``). ``git bisect run`` finds the slow one, names the broken one
-as skipped, and leaves the user's checkout and worktrees as they were; a range with no slowdown answers that no
-commit moved the figure."""
+"""The bisection on a copy of this project with 16 commits: one makes the trend's change-point detection 10% slower,
+another makes that module fail to import (and the next one mends it). Each commit is measured by
+``measure_trend.py``: the commit's function against a control copy, pair by pair, whose ratio varies by a few
+tenths of a percent between runs here (the step ratio of the nightly job, by about 1.3%: the gate check bisects
+that one, ``--part bisect``). ``git bisect run`` finds the slow commit in at most 6 benchmark runs (2 of the bad
+end, then one a commit), names the broken one as skipped, and leaves the user's checkout and worktrees as they
+were; a range with no slowdown answers that no commit moved the figure."""
 
 from __future__ import annotations
 
@@ -15,51 +15,34 @@ from pathlib import Path
 
 import pytest
 
-from reports.bisect.measure import Measurement
-from reports.bisect.planted import BROKEN_AT, PLANNER, SLOW_AT, SLOW_SUBJECT, git, planted_history
 from reports.bisect.decide import Decision
+from reports.bisect.measure import Measurement
+from reports.bisect.planted import BROKEN_AT, SLOW_AT, SLOW_SUBJECT, git, planted_history, slower_function
 from reports.bisect.search import BisectError, Bisection, Trial, _conclude, bisect, resolve
 from tests.pytest_run import ROOT
 
-MEASURE = ("{python}", "tests/reports/bisect/measure_planner.py", "{out}")
-METRIC = "bisect/plan_ms"
-SLOWER = '''
-
-import time as _time
-
-_plan_layout_at_full_speed = plan_layout
-
-
-def plan_layout(params, config):  # planted: 50% slower
-    start = _time.perf_counter()
-    layout = _plan_layout_at_full_speed(params, config)
-    end = _time.perf_counter() + 0.50 * (_time.perf_counter() - start)
-    while _time.perf_counter() < end:
-        pass
-    return layout
-'''
+SERIES = Path("reports/comparison/series.py")
+MEASURE = ("{python}", "tests/reports/bisect/measure_trend.py", "{out}", str(ROOT / SERIES))
+METRIC = "bisect/change_points_ratio"
 
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory) -> tuple[Path, dict[int, str]]:
     repo = tmp_path_factory.mktemp("project")
-    return repo, planted_history(repo, ROOT, PLANNER, SLOWER)
+    return repo, planted_history(repo, ROOT, SERIES, slower_function("change_points", 0.10))
 
 
 def test_the_slow_commit_is_found_and_the_broken_one_skipped_and_named(history):
     repo, shas = history
     before = (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), git(repo, "worktree", "list"))
     proc = subprocess.run([sys.executable, "-m", "reports.bisect", "--repo", str(repo), "--good", shas[1],
-                           "--bad", shas[16], "--command", " ".join(MEASURE), "--metric", METRIC, "--threshold", "0.2",
+                           "--bad", shas[16], "--command", " ".join(MEASURE), "--metric", METRIC, "--threshold", "0.05",
                            "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode in (0, 1) and proc.stdout, proc.stderr[-3000:]
     found = json.loads(proc.stdout)
     trials = {t["commit"]: t for t in found["trials"]}
-    # A commit that stays unknown after the budget (a loaded machine) is skipped like one that cannot run; when
-    # such commits stand just before the slow one the answer is ambiguous, and names them with it, last.
-    answer = found["first_moved"] if found["outcome"] == "found" else (found["candidates"] or [None])[-1]
-    assert found["outcome"] in ("found", "ambiguous") and answer == shas[SLOW_AT], (
+    assert found["outcome"] == "found" and found["first_moved"] == shas[SLOW_AT], (
         f"got {found['outcome']} at {found['first_moved'] or found['candidates']}, but should be found at commit "
         f"{SLOW_AT} ({shas[SLOW_AT]}):\n{proc.stderr[-3000:]}")
     assert trials[shas[SLOW_AT]]["subject"] == SLOW_SUBJECT
@@ -67,14 +50,16 @@ def test_the_slow_commit_is_found_and_the_broken_one_skipped_and_named(history):
     assert [t["commit"] for t in skipped] == [shas[BROKEN_AT]] and "planted: this commit does not import" in \
         skipped[0]["failed"], skipped
     ratio = trials[shas[SLOW_AT]]["decision"]["ratio"]
-    assert 1.3 < ratio < 1.7, f"the slow commit's ratio to good: got {ratio}, but should be near 1.5"
+    assert 1.07 < ratio < 1.13, f"the slow commit's ratio to good: got {ratio}, but should be near 1.10"
+    runs = sum(t["runs"] for t in found["trials"])
+    assert runs <= 6, f"benchmark runs of the commits measured: got {runs}, but should be at most 6"
     after = (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), git(repo, "worktree", "list"))
     assert after == before, "the checkout, its status and its worktrees are as they were"
 
 
 def test_a_range_without_a_slowdown_moved_nothing(history):
     repo, shas = history
-    found = bisect(repo, shas[1], shas[7], Measurement(MEASURE, METRIC), threshold=0.2, budget=4)
+    found = bisect(repo, shas[1], shas[7], Measurement(MEASURE, METRIC), threshold=0.05, budget=4)
     assert found.outcome == "no move" and found.first_moved is None and len(found.trials) == 1, found
 
 
