@@ -9,12 +9,12 @@ levels (on a log scale), with a 95% Student interval whose spread is the runs' o
 pooled over both sides (a commit's spread between runs is the machine's and the benchmark's, not the commit's:
 the good commit, measured beside every commit of a search, supplies most of it), and never narrower than what
 the rounds of a run leave uncertain about its level. One run of the candidate is enough once the good commit has
-several; at least one side needs two, or there is no spread to judge by:
+several; one run each is refused (no spread to judge by):
 
 - **moved**: the interval excludes no move (p < ``alpha``), the ratio lies beyond the practical threshold and the
   interval beyond half of it, on the same side;
 - **same**: the interval lies wholly within the threshold (the data rule out a move of that size);
-- **unknown**: neither, or no spread yet; more runs narrow the interval.
+- **unknown**: neither; more runs narrow the interval.
 """
 
 from __future__ import annotations
@@ -74,12 +74,13 @@ def decide(good: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]]
                          "its rounds")
     if any(x <= 0 or not math.isfinite(x) for x in (*pooled(good), *pooled(candidate))):
         raise ValueError("rounds: got a value that is not a positive number, but a ratio needs positive figures")
+    if len(good) == len(candidate) == 1:
+        raise ValueError("runs: got one a side, but at least one side needs two: one run each leaves no spread "
+                         "between runs to judge by")
     sides = [np.log([np.median(run) for run in side]) for side in (good, candidate)]
     effect = float(sides[1].mean() - sides[0].mean())
     df = sum(len(side) - 1 for side in sides)
     frozen = tuple(map(tuple, good)), tuple(map(tuple, candidate))
-    if df == 0:
-        return Decision("unknown", math.exp(effect), (0.0, math.inf), 1.0, *frozen)
     between = math.sqrt(sum(float(((side - side.mean()) ** 2).sum()) for side in sides) / df)
     spread = max(between, _level_uncertainty((*good, *candidate)))
     se = spread * math.sqrt(1 / len(sides[0]) + 1 / len(sides[1]))

@@ -153,6 +153,8 @@ def trial(plan: Plan, tree: Path) -> Trial:
                     kept.write(json.dumps(samples) + "\n")
             else:
                 candidate.append(samples)
+        if len(good) == len(candidate) == 1:
+            continue  # one run each: no spread between runs yet
         decision = decide(good, candidate, plan.threshold)
         if decision.outcome != "unknown":
             return Trial(commit, subject, decision, run, time.monotonic() - start)

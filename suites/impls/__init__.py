@@ -35,6 +35,11 @@ def load_implementation(spec: str) -> Implementation:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        missing_module = spec not in REGISTRY and isinstance(exc, ModuleNotFoundError) and \
+            exc.name is not None and (module_name + ".").startswith(exc.name + ".")
+        if not missing_module:  # it exists, but importing it (or what it imports) failed
+            raise ValueError(f"--impl: {spec!r} ({module_name}) failed to import: {type(exc).__name__}: {exc}") \
+                from exc
         raise ValueError(
             f"--impl: got {spec!r}, but should be one of {', '.join(REGISTRY)}, an importable "
             f"module path, or wrap:package.module:factory ({exc})"

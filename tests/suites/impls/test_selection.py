@@ -21,6 +21,15 @@ def test_unknown_name_lists_the_valid_ones():
     assert "--impl: got 'no_such_impl_anywhere'" in message and "reference" in message, message
 
 
+def test_a_module_that_exists_but_fails_to_import_says_so_not_that_the_name_is_wrong(tmp_path, monkeypatch):
+    (tmp_path / "broken_impl.py").write_text("import no_such_dependency_anywhere\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError) as info:
+        load_implementation("broken_impl")
+    assert str(info.value) == ("--impl: 'broken_impl' (broken_impl) failed to import: ModuleNotFoundError: No module "
+                               "named 'no_such_dependency_anywhere'"), info.value
+
+
 def test_module_without_implementation_object_is_rejected():
     with pytest.raises(ValueError, match="should be an object following"):
         load_implementation("tests.pytest_run")
