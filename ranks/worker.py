@@ -98,10 +98,15 @@ def _run(ctx, task: Task) -> Outcome:
 
 
 def die_with_parent(parent: int) -> None:
-    """Linux: get SIGKILL when the parent dies, even if it is killed before it can clean up."""
+    """Linux: get SIGKILL when the process that started this one dies (the parent, or the fork server that ends
+    with it), even if it is killed before it can clean up; leave at once if ``parent`` is already gone."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    if os.getppid() != parent:
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        os._exit(1)
+    if os.getppid() == 1:  # whoever forked this one died before the line above took effect
         os._exit(1)

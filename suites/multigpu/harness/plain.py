@@ -28,7 +28,7 @@ from ranks.pool import PoolError, WorkerPool
 from ranks.rewrite import rewritten_modules
 from ranks.startup import Settings
 from ranks.worker import Task
-
+from suites.impls import REGISTRY
 
 WARM: dict[Settings, WorkerPool] = {}  # pools by their settings (the implementation left out), kept per process
 
@@ -74,8 +74,9 @@ class PlainLauncher:
     def _pool(self, key: Settings) -> WorkerPool:
         if key not in WARM:
             pool = WorkerPool(key, self.backend(key.world_size))
+            registered = REGISTRY.get(self.settings.impl_spec)  # never a user's module: it may do anything
             try:
-                pool.start(rewritten_modules())
+                pool.start(rewritten_modules(), preload=(registered.partition(":")[0],) if registered else ())
             except PoolError as exc:
                 pool.close(graceful=False)
                 pytest.fail(str(exc), pytrace=False)
