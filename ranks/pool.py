@@ -4,9 +4,9 @@ Starting a rank by spawning it costs an ``import torch`` (2 to 4 s each on 2
 cores, where four ranks import at once), so ranks are forked from a server
 process that imported torch once (multiprocessing's forkserver, its preload):
 after the first pool of a process, a pool of four starts in 0.07 s instead of
-4 s. The server is forked
-from nothing but this import, never from the parent, whose threads and state
-a fork would copy; spawn remains where there is no forkserver. Running a check
+4 s. Ranks are forked from that server, which did nothing but this import,
+never from the parent, whose threads and state a fork would copy; spawn
+remains where there is no forkserver. Running a check
 on a warm pool costs a pipe round trip. The parent never joins the process
 group itself, so it can always time out, kill and report a stuck or dead rank.
 """

@@ -74,7 +74,7 @@ def decide(good: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]]
                          "its rounds")
     if any(x <= 0 or not math.isfinite(x) for x in (*pooled(good), *pooled(candidate))):
         raise ValueError("rounds: got a value that is not a positive number, but a ratio needs positive figures")
-    if len(good) == len(candidate) == 1:
+    if not decidable(good, candidate):
         raise ValueError("runs: got one a side, but at least one side needs two: one run each leaves no spread "
                          "between runs to judge by")
     sides = [np.log([np.median(run) for run in side]) for side in (good, candidate)]
@@ -95,6 +95,11 @@ def decide(good: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]]
     else:
         outcome = "unknown"
     return Decision(outcome, ratio, (low, high), p_value, *frozen)
+
+
+def decidable(good: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]]) -> bool:
+    """Whether the runs show a spread between runs to judge by: one side has two or more."""
+    return max(len(good), len(candidate)) >= 2
 
 
 def _level_uncertainty(runs: Sequence[Sequence[float]]) -> float:

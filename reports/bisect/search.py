@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Literal
 
 from datamodel import doc, from_json, to_json
 
-from .decide import Decision, decide
+from .decide import Decision, decidable, decide
 from .measure import MeasureError, Measurement
 
 TOOL_ROOT = Path(__file__).resolve().parents[2]
@@ -138,9 +138,9 @@ def trial(plan: Plan, tree: Path) -> Trial:
     good = [tuple(json.loads(line)) for line in good_log.read_text().splitlines()] if good_log.exists() else []
     candidate: list[tuple[float, ...]] = []
     decision = None
-    start = time.monotonic()
+    start, earlier = time.monotonic(), len(good)
     for run in range(1, plan.budget + 1):
-        for side in ((good_tree, tree) if (run + len(good)) % 2 else (tree, good_tree)):
+        for side in ((good_tree, tree) if (run + earlier) % 2 else (tree, good_tree)):
             try:
                 samples = plan.measurement.run(side)
             except MeasureError as exc:
@@ -153,8 +153,8 @@ def trial(plan: Plan, tree: Path) -> Trial:
                     kept.write(json.dumps(samples) + "\n")
             else:
                 candidate.append(samples)
-        if len(good) == len(candidate) == 1:
-            continue  # one run each: no spread between runs yet
+        if not decidable(good, candidate):
+            continue
         decision = decide(good, candidate, plan.threshold)
         if decision.outcome != "unknown":
             return Trial(commit, subject, decision, run, time.monotonic() - start)
