@@ -22,7 +22,7 @@ from reports.store.model import Point
 from reports.store.runs import Runs, dump_json, run_name
 from tests.reports.builders import results
 
-PAIRS = 60
+PAIRS = 120
 NIGHTS = 30
 METRIC = "bisect/change_points_ratio"
 
