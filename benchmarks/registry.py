@@ -80,6 +80,9 @@ class Benchmark:
     once, returning the records."""
     metrics: Callable[[Sequence[Any]], dict[str, Metric]]
     on_ranks: bool = True
+    relaunched: bool = False
+    """Measured again on fresh ranks, ``BenchSettings.launches`` times in all, each launch carrying on the rounds
+    of those before it: its runner also takes the records so far (``function(ctx, settings, earlier)``)."""
 
     def run(self, *args: Any) -> list:
         module, _, function = self.runner.partition(":")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Literal, Mapping
 
 from datamodel import doc
@@ -160,6 +160,9 @@ class Sampled:
     seconds: float = doc("seconds the kept rounds took")
     budget_s: float = doc("seconds the calibrated rounds were allowed")
     targets: dict[str, TargetOutcome] = doc("each gated figure's target and whether it was met")
+    launches: int = doc("sets of fresh rank processes the rounds came from, each carrying on the rounds of those "
+                        "before it (the counts and seconds above are their sums; the targets, the last launch's, "
+                        "judged on every round)", 1)
 
     @property
     def targets_met(self) -> bool:
@@ -204,6 +207,25 @@ def sample(ctx, sampling: Sampling, one_round: Round,
 
 
 STOPS = ("", "targets met", "budget spent", "max rounds")
+
+
+def launch_target(target: Target, launch: int, launches: int) -> Target:
+    """What launch ``launch`` of ``launches`` samples the rounds so far to: wider than ``target`` by
+    sqrt(launches / launch), where the launches still to come, as many rounds again each, would bring the
+    interval to ``target``; the last launch samples to ``target`` itself."""
+    return Target(target.half_width * math.sqrt(launches / launch), target.kind)
+
+
+def carried(earlier: Sampled | None, own: Sampled) -> Sampled:
+    """A launch's sampling record counting the launches before it (``earlier``, None for the first), whose rounds
+    its figures carry on."""
+    if earlier is None:
+        return own
+    settled_both = (None if None in (earlier.warmup_settled, own.warmup_settled)
+                    else earlier.warmup_settled and own.warmup_settled)
+    return replace(own, rounds=earlier.rounds + own.rounds, warmup=earlier.warmup + own.warmup,
+                   warmup_settled=settled_both, seconds=round(earlier.seconds + own.seconds, 3),
+                   budget_s=earlier.budget_s + own.budget_s, launches=earlier.launches + 1)
 
 
 def rounds_left(sampling: Sampling, kept: int, elapsed: float) -> float:

@@ -17,6 +17,8 @@ INFORMATIVE_ROUNDS = 15
 BUDGETS = {"busbw": 45.0, "harness_overhead": 20.0, "overlap": 120.0, "step_time": 90.0, "bucket_size": 30.0}
 """Seconds of calibrated rounds of each benchmark with gated figures (its warm-up and informative parts
 aside); docs/nightly.md says what the whole job's benchmarks take with them."""
+LAUNCHES = 3
+"""Launches the step-time benchmark's rounds are shared among (docs/nightly.md: the gate measured with 1 and 3)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,9 @@ class BenchSettings:
                         "small enough that a collective's latency and the launch cost per bucket matter, "
                         "many enough that the last bucket's exposure does too", TUNING_MODEL)
     smoke: bool = doc("each benchmark once on tiny inputs: timings mean nothing", False)
+    launches: int = doc("sets of fresh rank processes the step-time rounds are shared among, each carrying on the "
+                        "rounds of those before it: a process has a level of its own, which more rounds in it do "
+                        "not average away (1 in smoke mode and under torchrun, whose ranks are its own)", LAUNCHES)
 
     @classmethod
     def for_backend(cls, backend: str, largest: int | None = None, **changes) -> "BenchSettings":
@@ -84,9 +89,13 @@ class BenchSettings:
             return Sampling(fixed_rounds=self.rounds or INFORMATIVE_ROUNDS, fixed_warmup=self.warmup)
         return Sampling(budget_s=self.budgets[benchmark], fixed_warmup=self.warmup)
 
+    def __post_init__(self) -> None:
+        if self.launches < 1:
+            raise ValueError(f"launches: got {self.launches}, but should be at least 1")
+
     def smoked(self) -> "BenchSettings":
         """Each benchmark once on tiny inputs: proves the code paths and checks; the timings mean nothing."""
         tiny = Model(width=64, depth=3, batch=4)
         return replace(self, busbw=Sweep.geometric(2**10, 2**12, rounds=1, warmup=0), rounds=1, warmup=0,
                        emulated=replace(tiny, wait_ratio=1.0), real=tiny,
-                       tuning=replace(tiny, depth=4, wait_ratio=1.0), smoke=True)
+                       tuning=replace(tiny, depth=4, wait_ratio=1.0), smoke=True, launches=1)

@@ -1,5 +1,9 @@
 """Every benchmark of a run: the multi-rank ones in one launch (one set of ranks), then the single-process ones.
 
+The relaunched benchmarks (step time) then run again on fresh ranks,
+``BenchSettings.launches`` launches in all (one under torchrun), each carrying
+on the rounds of the launches before it.
+
 Ranks are spawned here (``--world-size`` of them, gloo on CPU, NCCL when
 every rank has a GPU) or are torchrun's, over one node or several. Every
 rank returns the same records; each node's first rank also describes its
@@ -16,7 +20,7 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from ranks import run_on_ranks
+from ranks import launched_by_torchrun, run_on_ranks
 
 from hardware.node import NodeProbe, first_rank_of_node
 
@@ -63,7 +67,22 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
         records = per_rank[0][benchmark.name]
         benchmark.check(records)
         results[benchmark.name] = records
+    again = [b.name for b in BENCHMARKS if b.name in on_ranks and b.relaunched]
+    launches = 1 if launched_by_torchrun() else settings.launches
+    for launch in range(2, launches + 1) if again else ():
+        progress(f"benchmarks on {world_size} fresh ranks, launch {launch} of {launches}: {', '.join(again)}")
+        records = run_on_ranks(_carry_on, world_size, settings, {name: results[name] for name in again},
+                               device=device)[0]
+        for benchmark in (b for b in BENCHMARKS if b.name in again):
+            benchmark.check(records[benchmark.name])
+            results[benchmark.name] = records[benchmark.name]
     return results
+
+
+def _carry_on(ctx, settings: BenchSettings, earlier: dict) -> dict:
+    """One more launch of the relaunched benchmarks, each carrying on its records so far."""
+    return {benchmark.name: benchmark.run(ctx, settings, earlier[benchmark.name])
+            for benchmark in BENCHMARKS if benchmark.name in earlier}
 
 
 def run_single_process_benchmarks(settings: BenchSettings, names: Sequence[str] | None = None,

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Sequence
 
 from benchmarks.settings import BUDGETS
-from cli import Count, KeyNumber, OutFolder, Parser, interruptible
+from cli import Count, KeyNumber, OutFolder, Parser, Real, interruptible
 from fixtures.slowed_reference import SLOWDOWN_ENV
 from ranks.capacity import WorldSize
 
@@ -80,15 +80,17 @@ BISECT_THRESHOLD = 0.03
 @dataclass(frozen=True)
 class MainJob:
     """How every run of the main job is started: ``python -m reports --no-suites`` at ``world_size`` ranks, with
-    the ``--budget`` arguments the gate check was given."""
+    the ``--budget`` and ``--launches`` arguments the gate check was given."""
 
     world_size: int
     budgets: tuple[str, ...] = ()
+    launches: int | None = None
 
     def run(self, out: Path, *args: str, slowdown_ms: float | None = None) -> Timed:
         before = set(Runs(out).names())
         command = [sys.executable, "-m", "reports", "--no-suites", "--out", str(out),
-                   "--world-size", str(self.world_size), *(f"--budget={b}" for b in self.budgets), *args]
+                   "--world-size", str(self.world_size), *(f"--budget={b}" for b in self.budgets),
+                   *(("--launches", str(self.launches)) if self.launches else ()), *args]
         env = {**os.environ, **({SLOWDOWN_ENV: f"{slowdown_ms:.6g}"} if slowdown_ms is not None else {})}
         print(f"[gate check] {' '.join(command[1:])}" + (f" ({SLOWDOWN_ENV}={slowdown_ms:.3g})"
                                                          if slowdown_ms is not None else ""),
@@ -234,6 +236,12 @@ def parser() -> Parser:
                    type=KeyNumber(f"BENCHMARK=SECONDS with BENCHMARK one of {', '.join(BUDGETS)} and SECONDS "
                                   "above 0", keys=tuple(BUDGETS), positive=True),
                    help="repeatable: handed to every run of the main job (its sampling budget for a benchmark)")
+    p.add_argument("--launches", type=Count(1, unit="of launches"),
+                   help="handed to every run of the main job: the launches its step-time rounds are shared among "
+                        "(default: the main job's)")
+    p.add_argument("--slowdown", action="append", type=Real(above=0, maximum=1, unit="a fraction"),
+                   help="sensitivity: a share of the step to slow it by, repeatable (default: "
+                        + ", ".join(f"{s:g}" for s in SLOWDOWNS) + ")")
     p.add_argument("--series", type=Count(1, 10000, unit="of series"), default=100,
                    help="change points: series per planted step (default 100)")
     p.add_argument("--part", action="append", choices=PARTS,
@@ -244,11 +252,12 @@ def parser() -> Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.budget = [f"{name}={seconds:g}" for name, seconds in args.budget]
-    job = MainJob(args.world_size, tuple(args.budget))
+    job = MainJob(args.world_size, tuple(args.budget), args.launches)
     parts = args.part or PARTS
     same = identical(job, args.out, args.runs) if "identical" in parts else None
     slow = slowed(job, args.out, args.tries) if "slowed" in parts else None
-    sensitive = sensitivity(job, args.out, args.tries) if "sensitivity" in parts else None
+    sensitive = (sensitivity(job, args.out, args.tries, tuple(args.slowdown or SLOWDOWNS))
+                 if "sensitivity" in parts else None)
     detectors = rows(measure(args.series)) if "changepoints" in parts else None
     bisections = bisect_tries(job, args.out, args.tries) if "bisect" in parts else None
     text = summary(same, slow, sensitive, detectors, bisections)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
+from typing import Sequence
 
 import torch
 
 from reference.config import DDPConfig
 
 from ..measurable import ratio
-from ..sampling import GATE_RULES, rotating_round, sample
+from ..sampling import GATE_RULES, carried, launch_target, rotating_round, sample
 from ..stats import Figure
 from ..step_time import BASELINE, StepModel, StepTimeRecord
 from .emulation import layer_stack
@@ -50,7 +52,8 @@ def _baseline_step(ctx, model, x):
     return step
 
 
-def measure(ctx, settings) -> list[StepTimeRecord]:
+def measure(ctx, settings, earlier: Sequence[StepTimeRecord] = ()) -> list[StepTimeRecord]:
+    """The records over this launch's rounds and those of the launches before it (``earlier``: their records)."""
     from suites.impls import load_implementation
 
     model = settings.real
@@ -61,18 +64,37 @@ def measure(ctx, settings) -> list[StepTimeRecord]:
     steps[BASELINE] = _baseline_step(ctx, model, x)
     times = {name: [] for name in steps}
     order = list(steps)
+    before = _rounds_before(earlier, order)
+    launch = earlier[0].sampling.launches + 1 if earlier else 1
     one_round = rotating_round({name: partial(milliseconds, ctx, step) for name, step in steps.items()}, times)
 
+    def so_far(name: str) -> list[float]:
+        return [*before[name], *times[name]]
+
     def ratios() -> dict:
-        return {name: ratio(times[name], times[BASELINE], "lower", "torch DDP's step", "ms")
+        return {name: ratio(so_far(name), so_far(BASELINE), "lower", "torch DDP's step", "ms")
                 for name in order if name != BASELINE}
 
     def targets() -> dict:
-        return {name: (figure, GATE_RULES["ratio"].target) for name, (figure, _) in ratios().items()}
+        target = launch_target(GATE_RULES["ratio"].target, launch, settings.launches)
+        return {name: (figure, target) for name, (figure, _) in ratios().items()}
 
-    sampled = sample(ctx, settings.sampling("step_time"), one_round, targets)
-    base = Figure.of(times[BASELINE], "ms", "lower")
+    sampling = settings.sampling("step_time")
+    if sampling.fixed_rounds is None:
+        sampling = replace(sampling, budget_s=sampling.budget_s / settings.launches)
+    sampled = carried(earlier[0].sampling if earlier else None, sample(ctx, sampling, one_round, targets))
+    base = Figure.of(so_far(BASELINE), "ms", "lower")
     shape = StepModel(model.width, model.depth, model.batch)
-    return [StepTimeRecord(impl=name, impl_ms=Figure.of(times[name], "ms", "lower"), torch_ddp_ms=base, ratio=figure,
-                           refused=refused, sampling=sampled, model=shape, world_size=ctx.world_size)
+    return [StepTimeRecord(impl=name, impl_ms=Figure.of(so_far(name), "ms", "lower"), torch_ddp_ms=base,
+                           ratio=figure, refused=refused, sampling=sampled, model=shape, world_size=ctx.world_size)
             for name, (figure, refused) in ratios().items()]
+
+
+def _rounds_before(earlier: Sequence[StepTimeRecord], order: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """Each step's rounds in the launches before this one; refused when they timed other implementations."""
+    if not earlier:
+        return {name: () for name in order}
+    got = sorted([r.impl for r in earlier] + [BASELINE])
+    if got != sorted(order):
+        raise ValueError(f"earlier launches: got the steps of {got}, but should be those of {sorted(order)}")
+    return {BASELINE: earlier[0].torch_ddp_ms.samples, **{r.impl: r.impl_ms.samples for r in earlier}}

@@ -54,8 +54,9 @@ def sampling_note(sampled: Sampled | None) -> str:
     if not sampled:
         return ""
     settled = {True: ", settled", False: ", not settled", None: ""}[sampled.warmup_settled]
-    text = (f"{sampled.rounds} rounds after {sampled.warmup} warm-up{settled}; stopped: {sampled.stopped} "
-            f"({sampled.seconds:.3g} s")
+    launches = f" in {sampled.launches} launches of fresh ranks" if sampled.launches > 1 else ""
+    text = (f"{sampled.rounds} rounds after {sampled.warmup} warm-up{launches}{settled}; stopped: "
+            f"{sampled.stopped} ({sampled.seconds:.3g} s")
     text += f" of a {sampled.budget_s:g} s budget)" if sampled.stopped != "fixed rounds" else ")"
     missed = [f"{key} {t.target} (reached {_reached(t)})" for key, t in sampled.targets.items() if not t.met]
     if sampled.targets:

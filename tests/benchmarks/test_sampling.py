@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.sampling import (GATE_RULES, RoundProgress, Sampled, Sampling, Target, TargetOutcome,
-                                 rotating_round, rounds_left, sample, settled)
+from benchmarks.sampling import (GATE_RULES, RoundProgress, Sampled, Sampling, Target, TargetOutcome, carried,
+                                 launch_target, rotating_round, rounds_left, sample, settled)
 from benchmarks.stats import Figure
 
 
@@ -161,3 +161,20 @@ def test_round_progress_says_a_line_a_second_at_most():
     for kept in range(1, 50):
         shown(kept, 0.001)
     assert lines == ["verification: round 1, about 0 s left"], lines
+
+
+def test_each_launch_samples_to_the_target_the_launches_to_come_would_narrow_to_the_goal():
+    goal = Target(0.02, "relative")
+    widths = [launch_target(goal, k, 3).half_width for k in (1, 2, 3)]
+    assert widths == pytest.approx([0.034641, 0.024495, 0.02], abs=1e-6), "2% times sqrt(3/1), sqrt(3/2), 1"
+    assert launch_target(goal, 1, 1) == goal and launch_target(Target(0.03, "absolute"), 1, 4).kind == "absolute"
+
+
+def test_a_launch_counts_the_rounds_and_seconds_of_those_before_it():
+    first = Sampled(12, 5, True, "targets met", 3.5, 30.0, {}, 1)
+    second = Sampled(20, 4, False, "budget spent", 30.25, 30.0, {"x": TargetOutcome("±2%", "relative", 0.025, False)})
+    both = carried(first, second)
+    assert (both.rounds, both.warmup, both.warmup_settled, both.seconds, both.budget_s, both.launches) == (
+        32, 9, False, 33.75, 60.0, 2)
+    assert (both.stopped, both.targets) == (second.stopped, second.targets), "the last launch's stop and targets"
+    assert carried(None, second) == second

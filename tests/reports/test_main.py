@@ -80,6 +80,22 @@ def test_a_run_without_multi_rank_benchmarks_still_describes_its_node():
     assert setup.devices != ("unknown",), f"devices: got {setup.devices}, but should name this node's CPU or GPUs"
 
 
+def test_the_step_benchmark_carries_its_rounds_over_fresh_launches():
+    """Each launch keeps the rounds of those before it: the run's figures hold every launch's rounds, and its
+    sampling record counts them (one round a launch in smoke mode, worked by hand: 2 launches, 2 rounds)."""
+    from dataclasses import replace
+
+    from benchmarks.settings import BenchSettings
+    from benchmarks.suite import run_rank_benchmarks
+
+    said = []
+    settings = replace(BenchSettings.for_backend("gloo").smoked(), impls=("reference",), launches=2)
+    [record] = run_rank_benchmarks(settings, 2, ["step_time"], progress=said.append)["step_time"]
+    assert (record.sampling.launches, record.sampling.rounds) == (2, 2), record.sampling
+    assert (record.ratio.n, record.impl_ms.n, record.torch_ddp_ms.n) == (2, 2, 2), record
+    assert [line for line in said if "fresh ranks" in line] == ["benchmarks on 2 fresh ranks, launch 2 of 2: step_time"]
+
+
 def test_every_benchmark_has_a_section_of_the_report():
     """A benchmark returns records only; the report owns how its section looks (``reports.render.sections``)."""
     from benchmarks import BENCHMARKS
