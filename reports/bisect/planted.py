@@ -16,7 +16,8 @@ BROKEN = '\nraise ImportError("planted: this commit does not import")\n'
 
 
 def step_delay(seconds: float) -> str:
-    """Code that makes the reference's every step ``seconds`` slower: a sleep after its gradient sync."""
+    """Code that makes the reference's every step ``seconds`` slower: the core kept busy after its gradient sync, as
+    slower code would (``fixtures.slowed_reference.busy``)."""
     return f'''
 
 import time as _planted_time
@@ -26,7 +27,9 @@ _finish_grad_sync_in_time = DistributedDataParallel.finish_grad_sync
 
 def _finish_grad_sync_late(self, *args, **kwargs):  # planted: slower
     _finish_grad_sync_in_time(self, *args, **kwargs)
-    _planted_time.sleep({seconds!r})
+    end = _planted_time.perf_counter() + {seconds!r}
+    while _planted_time.perf_counter() < end:
+        pass
 
 
 DistributedDataParallel.finish_grad_sync = _finish_grad_sync_late
