@@ -14,6 +14,7 @@ group itself, so it can always time out, kill and report a stuck or dead rank.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import pickle
 import shutil
@@ -38,6 +39,15 @@ def _start_method() -> multiprocessing.context.BaseContext:
 _CONTEXT = _start_method()
 
 
+def warm_up(preload: tuple[str, ...] = ()) -> None:
+    """Start the fork server now: it imports torch and ``preload`` in a process of its own while this one goes on
+    (collecting tests, parsing a model), instead of the first pool waiting for that import. A server already
+    running keeps its preload; nothing where there is no fork server."""
+    if isinstance(_CONTEXT, multiprocessing.context.ForkServerContext):
+        _CONTEXT.set_forkserver_preload([*PRELOAD, *preload])
+        multiprocessing.forkserver.ensure_running()
+
+
 class PoolError(RuntimeError):
     """The pool could not be started."""
 
@@ -53,8 +63,7 @@ class WorkerPool:
         """Start the ranks and wait until every one has joined the group; raises PoolError otherwise.
         ``preload``: modules the fork server imports besides torch, when it starts (the first pool of a process
         starts it): the implementation under test, which every rank imports."""
-        if isinstance(_CONTEXT, multiprocessing.context.ForkServerContext):
-            _CONTEXT.set_forkserver_preload([*PRELOAD, *preload])
+        warm_up(preload)
         for rank in range(self.world_size):
             parent_end, child_end = _CONTEXT.Pipe()
             proc = _CONTEXT.Process(

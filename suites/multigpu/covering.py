@@ -12,8 +12,9 @@ rows contain.
 An implementation that lacks some of the axes' values skips the rows that
 use them, each with its reason, and would cover few pairs; it gets rows of
 its own besides (``for_implementation``): a covering array over the values
-it supports, generated as its session starts, so that every pair it can
-express meets too.
+it supports, so that every pair it can express meets too; stored beside the
+common sets for the registered implementations (keyed by what they can
+express), generated as its session starts for any other.
 """
 
 from __future__ import annotations
@@ -177,29 +178,57 @@ def runnable(supported: Supported) -> Callable[[Composition], bool]:
 def for_implementation(supported: Supported, strength: int = 2) -> list[dict[str, str]]:
     """Rows that make every ``strength``-wise combination the implementation supports meet, beyond the stored
     rows it can run: a covering array over the values it supports (none for an implementation that runs every
-    stored row)."""
-    common = rows(STRENGTHS[strength])
-    if all(supported(row) for row in common):
+    stored row). Read from the stored sets where one was written for the same support (``--write`` writes the
+    registered implementations' that are installed), generated otherwise."""
+    own = OwnRows(supported, strength)
+    if own.needed is None:
         return []
-    can = runnable(supported)
-    factors = {a.name: [v for v in a.labels if can({a.name: v})] for a in AXES}
-    unsupported = [pair for pair in allowed(2) if all(v in factors[a] for a, v in pair) and not can(dict(pair))]
-    made = [row for row in generate(strength, factors=factors, exclude=unsupported) if supported(row)]
-    wanted = {c for c in allowed(strength) if can(dict(c))} - interactions([r for r in common if supported(r)],
-                                                                          strength)
-    kept = []
-    for row in sorted(made, key=lambda r: -len(interactions([r], strength) & wanted)):
-        new = interactions([row], strength) & wanted
-        if new:
-            kept.append(row)
-            wanted -= new
-    return kept
+    kept = stored().get("implementations", {}).get(own.key)
+    return [parse(text) for text in kept] if kept is not None else own.generate()
+
+
+class OwnRows:
+    """What an implementation's own rows depend on: the values and pairs it can express, and the stored rows it
+    runs; ``key`` names that, so rows generated once serve every session of the same support."""
+
+    def __init__(self, supported: Supported, strength: int) -> None:
+        self.supported, self.strength = supported, strength
+        common = rows(STRENGTHS[strength])
+        runs = [supported(row) for row in common]
+        self.needed = None if all(runs) else runs
+        if self.needed is None:
+            return
+        self.can = runnable(supported)
+        self.factors = {a.name: [v for v in a.labels if self.can({a.name: v})] for a in AXES}
+        self.unsupported = sorted(pair for pair in allowed(2)
+                                  if all(v in self.factors[a] for a, v in pair) and not self.can(dict(pair)))
+        self.common = [row for row, ran in zip(common, runs) if ran]
+        described = (strength, sorted(self.factors.items()), self.unsupported, runs)
+        self.key = hashlib.sha256(repr(described).encode()).hexdigest()[:16]
+
+    def generate(self) -> list[dict[str, str]]:
+        made = [row for row in generate(self.strength, factors=self.factors, exclude=self.unsupported)
+                if self.supported(row)]
+        wanted = ({c for c in allowed(self.strength) if self.can(dict(c))}
+                  - interactions(self.common, self.strength))
+        kept = []
+        for row in sorted(made, key=lambda r: -len(interactions([r], self.strength) & wanted)):
+            new = interactions([row], self.strength) & wanted
+            if new:
+                kept.append(row)
+                wanted -= new
+        return kept
 
 
 def parser() -> Parser:
     p = Parser(prog="python -m suites.multigpu.covering",
                description="Show (or regenerate) the covering arrays the multi-rank suite runs.")
-    p.add_argument("--write", action="store_true", help=f"regenerate {FILE.name} with covertable")
+    p.add_argument("--write", action="store_true", help=f"regenerate {FILE.name} with covertable (after the axes or "
+                   "the rules changed): the common sets and the registered implementations' own rows")
+    p.add_argument("--write-own", action="store_true",
+                   help="keep the common sets and the rows stored; add the own rows of each registered "
+                        "implementation installed here that has none for what it can express (after its support "
+                        "changed; run it in each environment whose versions differ)")
     return p
 
 
@@ -212,8 +241,11 @@ def main(argv: list[str] | None = None) -> int:
             made = generate(strength, OPTIMIZE_MS if strength == 2 else 0)
             print(f"{name}: {len(made)} compositions in {time.monotonic() - start:.1f} s")
             sets[name] = [spell(row) for row in made]
-        FILE.write_text(json.dumps({"space": fingerprint(), "generator": _generator(), **sets}, indent=1) + "\n")
-        stored.cache_clear()
+        _write({"space": fingerprint(), "generator": _generator(), **sets})
+    if args.write or args.write_own:
+        data = stored()
+        kept = data.get("implementations", {}) if args.write_own else {}
+        _write({**data, "implementations": {**kept, **_registered_rows(set(kept))}})
     for strength, name in STRENGTHS.items():
         c = coverage(name, rows(name), strength)
         print(f"{name}: {c.cases} compositions cover {c.covered} of {c.allowed} allowed combinations of {strength} "
@@ -221,6 +253,32 @@ def main(argv: list[str] | None = None) -> int:
         for r in c.removals:
             print(f"  {r.count:5d} removed by {' + '.join(r.rules)}   e.g. {r.example}")
     return 0
+
+
+def _write(data: dict) -> None:
+    FILE.write_text(json.dumps(data, indent=1) + "\n")
+    stored.cache_clear()
+
+
+def _registered_rows(kept: set[str]) -> dict[str, list[str]]:
+    """Each registered implementation's own rows (every strength) that is installed here, by what they depend on,
+    where none are ``kept`` for that already."""
+    from suites.impls import REGISTRY, load_implementation
+
+    from .space import supported_by
+
+    out = {}
+    for name in REGISTRY:
+        impl = load_implementation(name)
+        if impl.unavailable is not None:
+            print(f"{name}: not installed here ({impl.unavailable}); its rows are generated as its session starts")
+            continue
+        for strength in STRENGTHS:
+            own = OwnRows(supported_by(impl), strength)
+            if own.needed is not None and own.key not in out and own.key not in kept:
+                out[own.key] = [spell(row) for row in own.generate()]
+                print(f"{name}: {len(out[own.key])} rows of its own ({STRENGTHS[strength]})")
+    return out
 
 
 def _generator() -> str:

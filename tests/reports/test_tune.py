@@ -4,6 +4,7 @@ tables, from a real run's curve; clear one-line errors for bad input, before any
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,13 +20,9 @@ TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128
 
 
 @pytest.fixture(scope="module")
-def busbw_run(tmp_path_factory):
-    """A real smoke run of the bus-bandwidth sweep alone."""
-    out = tmp_path_factory.mktemp("runs")
-    proc = subprocess.run([sys.executable, "-m", "reports", "--smoke", "--benchmark", "busbw", "--no-suites",
-                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+def busbw_run(smoke_run) -> Path:
+    """A runs root whose latest run is a real smoke run (the session's: its bus-bandwidth sweep on tiny sizes)."""
+    return smoke_run.parent
 
 
 def tune(*args):

@@ -24,7 +24,7 @@ import pytest
 from ranks.address import Address
 from ranks.joining import pick_backend
 from ranks.outcome import Outcome
-from ranks.pool import PoolError, WorkerPool
+from ranks.pool import PoolError, WorkerPool, warm_up
 from ranks.rewrite import rewritten_modules
 from ranks.startup import Settings
 from ranks.worker import Task
@@ -46,6 +46,13 @@ class PlainLauncher:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        warm_up(self._preload())  # the fork server imports torch while the session collects
+
+    def _preload(self) -> tuple[str, ...]:
+        """The implementation under test's module where it is registered (never a user's: it may do anything at
+        import), for the fork server to import once."""
+        registered = REGISTRY.get(self.settings.impl_spec)
+        return (registered.partition(":")[0],) if registered else ()
 
     def backend(self, world_size: int) -> str:
         return pick_backend(world_size, self.settings.device)
@@ -74,9 +81,8 @@ class PlainLauncher:
     def _pool(self, key: Settings) -> WorkerPool:
         if key not in WARM:
             pool = WorkerPool(key, self.backend(key.world_size))
-            registered = REGISTRY.get(self.settings.impl_spec)  # never a user's module: it may do anything
             try:
-                pool.start(rewritten_modules(), preload=(registered.partition(":")[0],) if registered else ())
+                pool.start(rewritten_modules(), preload=self._preload())
             except PoolError as exc:
                 pool.close(graceful=False)
                 pytest.fail(str(exc), pytrace=False)

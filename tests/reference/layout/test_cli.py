@@ -18,9 +18,15 @@ from reference.layout.cli import main
 from tests.pytest_run import ROOT
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "reference.layout", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    """The command run in this process (the subprocess tests below run it as a user does): its exit code, what it
+    printed and what it said on stderr; argparse's refusals exit through SystemExit."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    said = capsys.readouterr()
+    return code, said.out, said.err
 
 
 def test_notes_example_2_via_cli_json(capsys):
@@ -31,10 +37,10 @@ def test_notes_example_2_via_cli_json(capsys):
     assert (bucket["numel"], bucket["shard"], bucket["shard_mod_2**16"]) == (40_042_496, 625_664, 35_840), bucket
 
 
-def test_model_table_has_totals():
-    proc = run_cli("--model", "llama2-7b", "--dp", "8", "--summary")
-    assert proc.returncode == 0, proc.stderr
-    assert "6,738,415,616" in proc.stdout, proc.stdout  # Llama-2 7B's parameter count
+def test_model_table_has_totals(capsys):
+    code, out, err = run_cli(capsys, "--model", "llama2-7b", "--dp", "8", "--summary")
+    assert code == 0, err
+    assert "6,738,415,616" in out, out  # Llama-2 7B's parameter count
 
 
 def test_mixture_of_experts_gets_expert_buffers_planned_for_dp_over_ep(capsys):
@@ -62,9 +68,9 @@ def test_mixture_of_experts_gets_expert_buffers_planned_for_dp_over_ep(capsys):
     (["--model", "llama2-7b", "--dp", "16", "--ep", "2"], "ep: got 2 for llama2-7b, but should be 1 (it has no experts)"),
     (["--model", "gpt5"], "invalid choice: 'gpt5'"),
 ])
-def test_bad_input_is_named(args, message):
-    proc = run_cli(*args)
-    assert proc.returncode == 2 and message in proc.stderr, f"got {proc.returncode}: {proc.stderr!r}"
+def test_bad_input_is_named(args, message, capsys):
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and message in err, f"got {code}: {err!r}"
 
 
 def test_planning_gpt3_at_dp_1024_allocates_no_tensor_storage(monkeypatch):
@@ -235,10 +241,10 @@ def test_config_without_transformers_says_what_to_install(tmp_path, capsys, monk
     assert "--config needs transformers" in err and "pip install transformers" in err, err
 
 
-def test_set_without_config_is_refused():
-    proc = run_cli("--numel", "10", "--set", "a=1")
-    assert proc.returncode == 2, proc.stderr
-    assert "--set: got 'a=1', but --set overrides fields of a --config only" in proc.stderr
+def test_set_without_config_is_refused(capsys):
+    code, _, err = run_cli(capsys, "--numel", "10", "--set", "a=1")
+    assert code == 2, err
+    assert "--set: got 'a=1', but --set overrides fields of a --config only" in err
 
 
 def test_the_catalogue_never_imports_transformers():
