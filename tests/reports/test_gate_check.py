@@ -35,7 +35,7 @@ def test_each_part_asked_for_reaches_the_summary(monkeypatch, tmp_path):
     sensitive = [{"try": 1, "slowdown": 0.2, "delay (ms)": 9.0, "step ratio": "1.0 -> 1.2", "p": "0.001", "caught": True}]
     monkeypatch.setattr(gate_check, "identical", lambda job, out, runs: same)
     monkeypatch.setattr(gate_check, "slowed", lambda *a: pytest.fail("slowed ran though not asked for"))
-    monkeypatch.setattr(gate_check, "sensitivity", lambda job, out, tries: sensitive)
+    monkeypatch.setattr(gate_check, "sensitivity", lambda job, out, tries, slowdowns: sensitive)
     assert gate_check.main(["--out", str(tmp_path), "--part", "identical", "--part", "sensitivity"]) == 0
     text = (tmp_path / "gate_check.md").read_text()
     assert "Gated regressions: 0" in text and "| 20.0%" in text and "10 ms per step" not in text
