@@ -1,8 +1,8 @@
 """Every benchmark of a run: the multi-rank ones in one launch (one set of ranks), then the single-process ones.
 
 The relaunched benchmarks (step time) then run again on fresh ranks,
-``BenchSettings.launches`` launches in all (one under torchrun), each carrying
-on the rounds of the launches before it.
+``BenchSettings.launches`` launches in all, each carrying on the rounds of
+the launches before it; under torchrun, which starts the ranks once, only one.
 
 Ranks are spawned here (``--world-size`` of them, gloo on CPU, NCCL when
 every rank has a GPU) or are torchrun's, over one node or several. Every
@@ -50,6 +50,14 @@ def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
     return out
 
 
+def launches_problem(launches: int) -> str | None:
+    """Why ``launches`` cannot run here, or None: torchrun's ranks are started once, so there are none to relaunch."""
+    if launches > 1 and launched_by_torchrun():
+        return (f"launches: got {launches}, but should be 1 under torchrun: it starts the ranks once, so there are "
+                "no fresh ranks to launch again (run without torchrun for more launches)")
+    return None
+
+
 def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequence[str] | None = None,
                         progress: Progress = print, device: str = "auto") -> dict:
     """``{benchmark name: records}`` of the multi-rank benchmarks, plus ``nodes``: every node, a
@@ -58,6 +66,9 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
     The ranks start even when no multi-rank benchmark is selected: every node
     is still described, and the run's setup names its devices.
     """
+    problem = launches_problem(settings.launches)
+    if problem:
+        raise ValueError(problem)
     on_ranks = [b.name for b in selected(names) if b.on_ranks]
     results: dict = {}
     progress(f"benchmarks on {world_size} ranks: {', '.join(on_ranks) or 'none; describing the nodes'}")
@@ -68,9 +79,9 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
         benchmark.check(records)
         results[benchmark.name] = records
     again = [b.name for b in BENCHMARKS if b.name in on_ranks and b.relaunched]
-    launches = 1 if launched_by_torchrun() else settings.launches
-    for launch in range(2, launches + 1) if again else ():
-        progress(f"benchmarks on {world_size} fresh ranks, launch {launch} of {launches}: {', '.join(again)}")
+    for launch in range(2, settings.launches + 1) if again else ():
+        progress(f"benchmarks on {world_size} fresh ranks, launch {launch} of {settings.launches}: "
+                 f"{', '.join(again)}")
         records = run_on_ranks(_carry_on, world_size, settings, {name: results[name] for name in again},
                                device=device)[0]
         for benchmark in (b for b in BENCHMARKS if b.name in again):

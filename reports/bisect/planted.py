@@ -17,19 +17,17 @@ BROKEN = '\nraise ImportError("planted: this commit does not import")\n'
 
 def step_delay(seconds: float) -> str:
     """Code that makes the reference's every step ``seconds`` slower: the core kept busy after its gradient sync, as
-    slower code would (``fixtures.slowed_reference.busy``)."""
+    slower code would."""
     return f'''
 
-import time as _planted_time
+from fixtures.busy import busy as _planted_busy
 
 _finish_grad_sync_in_time = DistributedDataParallel.finish_grad_sync
 
 
 def _finish_grad_sync_late(self, *args, **kwargs):  # planted: slower
     _finish_grad_sync_in_time(self, *args, **kwargs)
-    end = _planted_time.perf_counter() + {seconds!r}
-    while _planted_time.perf_counter() < end:
-        pass
+    _planted_busy({seconds!r})
 
 
 DistributedDataParallel.finish_grad_sync = _finish_grad_sync_late
@@ -43,16 +41,15 @@ def slower_function(name: str, share: float) -> str:
 
 import time as _planted_time
 
+from fixtures.busy import busy as _planted_busy
+
 _{name}_in_time = {name}
 
 
 def {name}(*args, **kwargs):  # planted: slower
     start = _planted_time.perf_counter()
     made = _{name}_in_time(*args, **kwargs)
-    end = _planted_time.perf_counter()
-    end += {share!r} * (end - start)
-    while _planted_time.perf_counter() < end:
-        pass
+    _planted_busy({share!r} * (_planted_time.perf_counter() - start))
     return made
 '''
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks import BENCHMARKS
+from benchmarks.suite import launches_problem
 from ranks.capacity import world_size_problem
 
 from ..comparison.changes import check_thresholds
@@ -34,6 +35,9 @@ def _numbers(args) -> str | None:
         check_thresholds(args.threshold)
     except ValueError as exc:
         return f"--{exc}"
+    problem = launches_problem(args.launches)
+    if problem:
+        return f"--{problem}"
     return world_size_problem(args.world_size, args.allow_world_size, "--allow-world-size")
 
 

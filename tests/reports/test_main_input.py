@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ranks.capacity import max_ranks
+from ranks.startup import TORCHRUN_ENV
 from reports.nightly.job import parse_args, save
 from reports.store.runs import Runs, load_results
 from tests.pytest_run import ROOT
@@ -43,6 +44,15 @@ def refusal(args: list[str], capsys) -> str:
 def test_bad_input_is_refused_in_one_line_before_any_work(args, says, tmp_path, capsys):
     err = refusal(args if "--out" in args else [*args, "--out", str(tmp_path / "runs")], capsys)
     assert says in err, err
+
+
+def test_more_launches_under_torchrun_are_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """torchrun starts the ranks once: a second launch would run on the same ranks, so the job says so."""
+    for name in TORCHRUN_ENV:
+        monkeypatch.setenv(name, "1")
+    err = refusal(["--launches", "3", "--out", str(tmp_path / "runs")], capsys)
+    assert "--launches: got 3, but should be 1 under torchrun" in err, err
+    assert parse_args(["--launches", "1", "--out", str(tmp_path / "runs")]).launches == 1
 
 
 def test_the_job_refuses_before_it_starts_a_rank(tmp_path):
