@@ -110,9 +110,9 @@ def parser() -> Parser:
                              + ", ".join(f"{k}={v:g}" for k, v in BUDGETS.items()) + ")")
     parser.add_argument("--launches", type=Count(1, unit="of launches"), default=LAUNCHES,
                         help="sets of fresh rank processes the step-time rounds are shared among, each carrying on "
-                             f"the rounds of those before it (default {LAUNCHES}; 1 in smoke mode and under torchrun, "
-                             "which starts the ranks once): one process has a level of its own that more rounds in "
-                             "it do not average away")
+                             f"the rounds of those before it (default {LAUNCHES}; 1 in smoke mode; more is refused under "
+                             "torchrun, which starts the ranks once): one process has a level of its own that more "
+                             "rounds in it do not average away")
     parser.add_argument("--busbw-max-bytes", type=Count(1024, unit="of bytes", why="the sweep's smallest size"),
                         help="largest bucket of the bus-bandwidth sweep (default 16 MiB on gloo, 1 GiB on NCCL)")
     parser.add_argument("--smoke", action="store_true", help="each benchmark once on tiny inputs; no timing")
