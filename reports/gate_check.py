@@ -12,7 +12,7 @@ their counts are exact) several times back to back on this machine and:
    compares the two. Target: the reference's step-time ratio and its
    emulated overlap efficiency flagged as regressions in every try;
 3. **sensitivity**: ``--tries`` times, measures the reference's step time,
-   then slows it by 2.5%, 5%, 10% and 20% of that step (``--slowdowns``) and
+   then slows it by 2.5%, 5%, 10% and 20% of that step (or ``--slowdown F``, repeatable) and
    compares each with the normal run: the share of tries in which the gate
    flags the step-time ratio, per slowdown, and what each run cost. The
    ratio's gate rule (``benchmarks.sampling.GATE_RULES``: threshold 3%,
