@@ -26,6 +26,11 @@ from . import worker
 from .outcome import Outcome
 from .startup import Settings
 
+STRAGGLER_GRACE = 5.0
+"""Seconds the other ranks get to answer once one rank has failed a check. A rank that failed before a collective
+leaves its peers waiting in it until the group's timeout (60 s by default): a failing run of a peer whose check
+raised on one rank took 69 s. Past the grace they are killed (the test fails anyway, by the failed rank's
+traceback) and the pool is restarted."""
 PRELOAD = ["ranks.joining", "ranks.worker"]
 """What the server imports before it forks ranks: torch and torch.distributed, through these."""
 
@@ -93,16 +98,20 @@ class WorkerPool:
                 conn.send_bytes(payload)
             except OSError:
                 pass  # a dead rank; reported below
-        replies = self._collect(time.monotonic() + self.settings.rank_timeout)
-        return [
-            replies.get(rank)
-            or Outcome.failed(
-                rank,
-                f"{self._missing(rank, f'running {name}', self.settings.rank_timeout)}; "
-                "the pool is restarted for the next test",
-            )
-            for rank in range(self.world_size)
-        ]
+        replies = self._collect(time.monotonic() + self.settings.rank_timeout, grace=STRAGGLER_GRACE)
+        failed = next((r for r, reply in sorted(replies.items()) if reply.kind == "failed"), None)
+        return [replies.get(rank) or self._unanswered(rank, name, failed) for rank in range(self.world_size)]
+
+    def _unanswered(self, rank: int, name: str, failed: int | None) -> Outcome:
+        """The outcome of a rank that did not answer: it died, overran --rank-timeout, or was still running when
+        the grace after rank ``failed``'s failure ran out. Its ranks are not reused."""
+        self._procs[rank].join(0.1)
+        if failed is not None and self._procs[rank].exitcode is None:
+            why = (f"rank {rank} was still running {name} {STRAGGLER_GRACE:g} s after rank {failed} failed (waiting, "
+                   "most likely, in a collective that rank never joined), so it is killed")
+        else:
+            why = self._missing(rank, f"running {name}", self.settings.rank_timeout)
+        return Outcome.failed(rank, f"{why}; the pool is restarted for the next test", broke_group=True)
 
     def close(self, graceful: bool = True) -> None:
         """Stop every rank: ask them to leave (if ``graceful``), then kill whatever is left."""
@@ -124,14 +133,17 @@ class WorkerPool:
         self._procs, self._conns = [], []
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    def _collect(self, deadline: float, stop_on_trouble: bool = False) -> dict[int, object]:
+    def _collect(self, deadline: float, stop_on_trouble: bool = False, grace: float | None = None) -> dict[int, object]:
         """Replies by rank until every rank has answered or died, or ``deadline`` passes.
 
-        ``stop_on_trouble``: return as soon as one rank dies or answers ``error``.
+        ``stop_on_trouble``: return as soon as one rank dies or answers ``error``. ``grace``: once one rank has
+        answered a failed ``Outcome``, wait at most this long for the others.
         """
         replies: dict[int, object] = {}
         pending = set(range(self.world_size))
         while pending:
+            if grace is not None and any(isinstance(r, Outcome) and r.kind == "failed" for r in replies.values()):
+                deadline, grace = min(deadline, time.monotonic() + grace), None
             waitables = {self._conns[r]: r for r in pending} | {self._procs[r].sentinel: r for r in pending}
             ready = wait(list(waitables), timeout=max(0.0, deadline - time.monotonic()))
             if not ready:

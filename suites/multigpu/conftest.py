@@ -33,6 +33,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                          "that must combine")
     group.addoption("--explore-seconds", type=float, default=None, metavar="S",
                     help="with --explore: stop drawing new compositions after S seconds")
+    group.addoption("--explore-seed", type=int, default=None, metavar="N",
+                    help="with --explore: hypothesis' seed, which also picks the triple the search starts at; the "
+                         "same seed, database and budget run the same compositions (default: hypothesis picks one)")
     group.addoption("--explore-db", default=".hypothesis/explore", metavar="DIR",
                     help="with --explore: hypothesis' example database, which keeps every failure and tries it "
                          "first next time (default .hypothesis/explore)")
@@ -50,6 +53,9 @@ def pytest_configure(config: pytest.Config) -> None:
     seconds = config.getoption("explore_seconds")
     if seconds is not None and not seconds > 0:
         raise pytest.UsageError(f"--explore-seconds: got {seconds:g}, but should be a positive number of seconds")
+    seed = config.getoption("explore_seed")
+    if seed is not None and seed < 0:
+        raise pytest.UsageError(f"--explore-seed: got {seed}, but should be a whole number of at least 0")
     if explore is not None and spelled is not None:
         raise pytest.UsageError("--case and --explore: got both, but should be one: --case runs one composition, "
                                 "--explore searches")

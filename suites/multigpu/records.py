@@ -18,6 +18,11 @@ COMPOSED = "suites/multigpu/test_compositions.py::test_composition_trains_like_o
 """The test every composition runs as (its id the composition's spelling, in brackets)."""
 
 
+def composed_test(composition: str) -> str:
+    """The node id of the test a composition (as ``--case`` spells it) runs as."""
+    return f"{COMPOSED}[{composition}]"
+
+
 @dataclass(frozen=True)
 class Removal:
     rules: tuple[str, ...] = doc("the rules that remove these combinations (together, where several)")
@@ -39,6 +44,14 @@ class Coverage:
     allowed: int = doc("combinations some composition the rules allow contains")
     total: int = doc("combinations of values over every choice of axes, allowed or not")
     removals: tuple[Removal, ...] = doc("combinations the rules remove, grouped by the rules that remove them")
+    twice: int | None = doc("pairs it can express that two compositions or more that ran contain (each pair should "
+                            "meet twice, in compositions that differ elsewhere); null for triples and older runs",
+                            None)
+    unmasked: int | None = doc("pairs met in a composition holding no masking value besides their own (one rank, a "
+                               "scaling factor of 1, no step taken: suites/multigpu/space.py MASKING); null for "
+                               "triples and older runs", None)
+    unmaskable: int | None = doc("pairs it can express that some composition it runs holds without a masking value "
+                                 "besides their own: what ``unmasked`` counts against", None)
 
 
 @dataclass(frozen=True)
@@ -52,10 +65,12 @@ class Finding:
     message: str = doc("the first line of the failure")
     found_by: str = doc("the covering array of every three values (triples), or hypothesis' search (search)")
     runs: int = doc("compositions run to confirm it, shrink it further and try the other values of its axes")
+    shrunk: bool = doc("whether its shrinking finished; false when the search's seconds ran out first (its axes may "
+                       "then hold some that need not combine)", True)
 
     def test(self) -> str:
         """The node id of the test this composition runs as."""
-        return f"{COMPOSED}[{self.composition}]"
+        return composed_test(self.composition)
 
     def reproduce(self, impl: str) -> str:
         steps = f",steps={self.steps}" if self.steps != STEPS else ""
@@ -86,3 +101,22 @@ class Exploration:
     expected: dict[str, str] = doc("the findings (by composition) the implementation's expectation list records, "
                                    "with its reason: known findings, which do not fail the run",
                                    default_factory=dict)
+    seed: int | None = doc("hypothesis' seed, which also picks the triple the search starts at: the same seed, "
+                           "example database and budget run the same compositions (--explore-seed); null when "
+                           "hypothesis picked one", None)
+    known_skipped: int = doc("compositions not run because the implementation's expectation list records them as "
+                             "known failures", 0)
+    asked: int | None = doc("compositions it was asked to draw (--explore); null for runs that did not record it",
+                            None)
+    budget: float | None = doc("the seconds it was given (--explore-seconds); null: no time bound, or not recorded",
+                               None)
+
+    def rerun(self) -> str:
+        """The command that runs this search again: the same seed, budget and example database (the runs root's
+        ``.explore/`` for the main job's) draw the same compositions."""
+        parts = [f"pytest suites/multigpu --impl {self.impl} --explore {self.asked or 100}"]
+        if self.budget is not None:
+            parts.append(f"--explore-seconds {self.budget:g}")
+        if self.seed is not None:
+            parts.append(f"--explore-seed {self.seed}")
+        return " ".join(parts)

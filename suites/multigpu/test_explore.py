@@ -12,14 +12,15 @@ import pytest
 
 from datamodel import to_json
 from ranks.capacity import world_size_problem
-from suites.expectations import load_expectations
+from suites.expectations import Expectation, load_expectations
 from suites.impls.protocol import SharesExpectations
 from suites.multigpu.harness.plugin import backend_of, torchrun_world_size
 
 from . import covering
 from .explore import Budget, Explorer, Unsupported
 from .known_issues import IMMUNE, avg_over_one_rank, nccl_version
-from .space import case_of, supported_by
+from .records import composed_test
+from .space import case_of, spell, supported_by
 from .test_compositions import check_composition
 
 pytestmark = pytest.mark.requires("ddp")
@@ -52,10 +53,18 @@ def test_explore(pytestconfig, impl, ranks_at):
         return None
 
     spec = config.getoption("impl")
-    explorer = Explorer(run, impl.name, worlds, supported, config.getoption("explore_db"))
+    xfails = expected_failures(impl)
+
+    def expected(labels: dict[str, str]) -> str | None:
+        test = composed_test(spell(labels))
+        return next((e.reason for e in xfails if e.matches(test)), None)
+
+    explorer = Explorer(run, impl.name, worlds, supported, config.getoption("explore_db"),
+                        seed=config.getoption("explore_seed"), expected=expected)
     triples = covering.rows("triples") + covering.for_implementation(supported_by(impl), 3)
     exploration = explorer.explore(triples, Budget(config.getoption("explore"), config.getoption("explore_seconds")))
-    exploration = replace(exploration, expected=known_findings(impl, exploration.findings))
+    exploration = replace(exploration, expected=known_findings(xfails, exploration.findings),
+                          asked=config.getoption("explore"), budget=config.getoption("explore_seconds"))
     report = config.getoption("explore_report")
     if report:
         Path(report).write_text(json.dumps(to_json(exploration), indent=1) + "\n")
@@ -65,11 +74,16 @@ def test_explore(pytestconfig, impl, ranks_at):
                        f"{exploration.searched} drawn by hypothesis:\n" + "\n".join(lines))
 
 
-def known_findings(impl, findings) -> dict[str, str]:
-    """The findings the implementation's expectation list records as expected failures, with its reason: the
-    composition's test, as ``--case`` would run it, matches an xfail entry."""
+def expected_failures(impl) -> list[Expectation]:
+    """The xfail entries of the implementation's expectation list that apply to its version."""
     name = impl.expectations if isinstance(impl, SharesExpectations) else impl.name
-    xfails = [e for e in load_expectations(name, version=impl.version) if e.kind == "xfail"]
+    return [e for e in load_expectations(name, version=impl.version) if e.kind == "xfail"]
+
+
+def known_findings(xfails: list[Expectation], findings) -> dict[str, str]:
+    """The findings the implementation's expectation list records as expected failures, with its reason: the
+    composition's test, as ``--case`` would run it, matches an xfail entry (a shrunk finding may match where the
+    composition it was found in did not)."""
     known = {}
     for finding in findings:
         hit = next((e for e in xfails if e.matches(finding.test())), None)

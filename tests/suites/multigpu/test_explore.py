@@ -16,7 +16,7 @@ from datamodel import from_json
 from suites.multigpu import covering
 from suites.multigpu.explore import Budget, Explorer
 from suites.multigpu.records import Exploration
-from suites.multigpu.space import BASE, check
+from suites.multigpu.space import BASE, check, spell
 from tests.pytest_run import run_pytest
 
 WORLDS = ("1", "2", "3", "4")
@@ -82,6 +82,61 @@ def test_a_time_budget_stops_the_search(tmp_path):
     start = time.monotonic()
     exploration = explorer(slow, tmp_path).explore(covering.rows("triples"), Budget(10_000, 1.0))
     assert time.monotonic() - start < 10 and exploration.stopped_by == "time", exploration
+
+
+def test_the_search_stops_drawing_when_its_seconds_are_spent_in_bounded_time_and_memory(tmp_path):
+    """Against a stand-in that answers at once, a search asked for 100,000 compositions and given 2 s ends within
+    about those 2 s, each draw's bookkeeping the same however many came before it; the old search kept drawing,
+    without running them, up to the compositions asked for, scanning every earlier outcome at each draw."""
+    import tracemalloc
+
+    tracemalloc.start()
+    start = time.monotonic()
+    exploration = explorer(never, tmp_path).explore([], Budget(100_000, 2.0))
+    took = time.monotonic() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert exploration.stopped_by == "time" and took < 4.0, (took, exploration.stopped_by)
+    assert 0 < exploration.searched < 100_000, exploration.searched
+    assert peak < 100 * 2**20, f"peak memory: got {peak / 2**20:.0f} MiB, but should stay under 100 MiB"
+
+
+def test_confirming_and_shrinking_keep_to_the_budget_and_a_cut_short_finding_says_so(tmp_path):
+    def slow_everywhere(labels, steps):
+        time.sleep(0.2)
+        return "AssertionError: wrong" if labels["microbatches"] != "1" else None
+
+    start = time.monotonic()
+    exploration = explorer(slow_everywhere, tmp_path).explore(covering.rows("triples"), Budget(10_000, 1.5))
+    took = time.monotonic() - start
+    assert took < 1.5 + 0.2 * 3, f"the search took {took:.1f} s, but should keep to its 1.5 s and a run or two"
+    assert exploration.findings and not exploration.findings[0].shrunk, exploration.findings
+
+
+def test_the_same_seed_draws_the_same_compositions_and_another_other_ones(tmp_path):
+    def drawn(seed, folder):
+        seen = []
+        Explorer(lambda labels, steps: seen.append((spell(labels), steps)), "stand-in", WORLDS, lambda labels: True,
+                 str(tmp_path / folder), seed=seed).explore(covering.rows("triples"), Budget(150, None))
+        return seen
+
+    first, again, other = drawn(7, "a"), drawn(7, "b"), drawn(8, "c")
+    assert first == again, "a seed must draw the same compositions, in the same order"
+    assert first != other and len(first) == 150, (len(first), len(other))
+
+
+def test_compositions_the_expectations_record_as_known_failures_are_not_run(tmp_path):
+    ran = []
+
+    def record(labels, steps):
+        ran.append(labels)
+        return "AssertionError: known" if labels["world"] == "1" else None
+
+    exploration = Explorer(record, "stand-in", WORLDS, lambda labels: True, str(tmp_path / "db"),
+                           expected=lambda labels: "recorded" if labels["world"] == "1" else None).explore(
+        covering.rows("triples"), Budget(200, None))
+    assert not exploration.findings and all(labels["world"] != "1" for labels in ran), exploration.findings
+    assert exploration.known_skipped == sum(row["world"] == "1" for row in covering.rows("triples")), exploration
 
 
 def test_compositions_an_implementation_cannot_run_are_counted_and_never_run(tmp_path):
