@@ -10,6 +10,8 @@ Format::
     test = "suites/layout/test_golden.py::test_*"     # fnmatch patterns allowed
     reason = "a known, recorded difference"
     versions = "<0.19"      # optional: only for these versions of the implementation
+    run = false             # optional, xfail only: a known failure that hangs (until the group's timeout)
+                            # is recorded without running it; --runxfail runs it
 
 ``versions`` takes PEP 440 specifiers: an entry with it applies only when the
 implementation's version satisfies them, so one list serves several releases
@@ -40,6 +42,8 @@ class Expectation:
     test: str
     reason: str
     versions: SpecifierSet = SpecifierSet()  # empty: every version
+    run: bool = True
+    """An xfail that is recorded without running (it hangs until the group's timeout)."""
 
     def matches(self, nodeid: str) -> bool:
         return fnmatch.fnmatchcase(nodeid, self.test) or nodeid.startswith(self.test + "[")
@@ -76,7 +80,11 @@ def load_expectations(impl_name: str, directory: Path = EXPECTATIONS_DIR, *,
                     f"{path}: {kind}[{i}] versions is {entry['versions']!r}, but should be PEP 440 "
                     "version specifiers such as '<0.19' or '>=0.16,<0.17'"
                 ) from None
-            entries.append(Expectation(kind, entry["test"], entry["reason"], versions))
+            run = entry.get("run", True)
+            if not isinstance(run, bool) or kind == "skip" and "run" in entry:
+                raise ValueError(f"{path}: {kind}[{i}] run is {run!r}, but should be true or false, and only on an "
+                                 "xfail")
+            entries.append(Expectation(kind, entry["test"], entry["reason"], versions, run))
     unknown = set(data) - {"skip", "xfail"}
     if unknown:
         raise ValueError(f"{path}: got tables {sorted(unknown)}, but should only have skip, xfail")

@@ -146,8 +146,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for exp in expectations:
             if exp.matches(item.nodeid):
                 used.add(exp)
-                mark = pytest.mark.skip if exp.kind == "skip" else pytest.mark.xfail
-                item.add_marker(mark(reason=f"{impl.name} expectation: {exp.reason}"))
+                reason = f"{impl.name} expectation: {exp.reason}"
+                item.add_marker(pytest.mark.skip(reason=reason) if exp.kind == "skip"
+                                else pytest.mark.xfail(reason=reason, run=exp.run))
     _warn_unmatched(config, items, [e for e in expectations if e not in used])
 
 

@@ -59,3 +59,19 @@ def test_entry_for_other_versions_neither_applies_nor_warns(tmp_path):
                       env={"DDPC_EXPECTATIONS_DIR": str(tmp_path)})
     assert "1 passed" in proc.stdout and "only for an old reference" not in proc.stdout, proc.stdout[-1500:]
     assert "matches no collected test" not in proc.stdout, proc.stdout[-1500:]
+
+
+def test_an_xfail_that_hangs_is_recorded_without_running(tmp_path):
+    (tmp_path / "reference.toml").write_text(
+        f'[[xfail]]\ntest = "{TARGET}"\nreason = "it hangs"\nrun = false\n')
+    proc = run_pytest("suites/layout/test_golden.py", "-k", "notes_example_1", "-rx",
+                      env={"DDPC_EXPECTATIONS_DIR": str(tmp_path)})
+    assert "1 xfailed" in proc.stdout and "[NOTRUN]" in proc.stdout and "it hangs" in proc.stdout, proc.stdout[-1500:]
+
+
+@pytest.mark.parametrize("entry", ['[[xfail]]\ntest = "a"\nreason = "r"\nrun = "no"\n',
+                                   '[[skip]]\ntest = "a"\nreason = "r"\nrun = false\n'])
+def test_run_is_a_boolean_of_an_xfail(tmp_path, entry):
+    (tmp_path / "x.toml").write_text(entry)
+    with pytest.raises(ValueError, match=r"run is .*, but should be true or false, and only on an xfail"):
+        load_expectations("x", tmp_path)
