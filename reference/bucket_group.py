@@ -129,17 +129,28 @@ class BucketGroup:
         return sorted(self.param_names - self.ready)
 
     def start(self, force_all_reduce: bool = False) -> None:
-        """Scale, then launch every bucket's collectives asynchronously (coalesced when several)."""
+        """Stage, check and scale the grads, then launch every bucket's collectives asynchronously (coalesced when
+        several)."""
         if self.launched:
             return
         self.launched = True
-        for grad in self.local_fp32_grads.values():
-            grad.in_buffer.copy_(grad.main_grad)
+        self.stage_local_grads()
         if self.check_for_nan:
             self._check_finite()
+        self.scale()
+        self.launch(force_all_reduce)
+
+    def stage_local_grads(self) -> None:
+        """Params accumulating in an fp32 main_grad of their own put it into the buffer, to be scaled and reduced."""
+        for grad in self.local_fp32_grads.values():
+            grad.in_buffer.copy_(grad.main_grad)
+
+    def scale(self) -> None:
         if self.scaling_factor != 1.0:
             for m in self.members:
                 m.bucket.grad_data.mul_(self.scaling_factor)
+
+    def launch(self, force_all_reduce: bool = False) -> None:
         if force_all_reduce or not self.reduce_scatter:
             group = self.groups.whole if force_all_reduce else self.groups.shard
             self.handles = [self._each(group, lambda m: dist.all_reduce(

@@ -1,7 +1,15 @@
 """Covering arrays over the configuration space: every pair (or triple) of axis values the rules allow, in few cases.
 
-The sets are generated once by covertable (which takes the rules as
-constraints) and kept in ``compositions.json``, so every machine runs the
+A pair met only in compositions whose other values hide it is not tested
+(a world of one rank, a scaling factor of 1, no step taken: ``space.MASKING``).
+So the pairwise set meets every allowed pair at least ``TIMES`` times, once
+at least in a composition holding no masking value besides the pair's own
+(where the rules allow one): covertable makes the array over the values
+that mask nothing, and ``augment`` adds rows, greedily, until the pairs of
+the masking values and the second meetings are in. The triples are
+covertable's alone (they run in the nightly search, which draws beyond them).
+
+The sets are generated once and kept in ``compositions.json``, so every machine runs the
 same cases whatever the library's version; ``python -m
 suites.multigpu.covering --write`` regenerates them after the axes or the
 rules change, and the suite refuses a file written for another space.
@@ -24,27 +32,33 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from cli import Parser
 
 from .records import Coverage, Removal
-from .space import AXES, BASE, RULES, Composition, extendable, moved, parse, spell, violated
+from .space import AXES, BASE, MASKED, MASKING, RULES, Composition, extendable, masks, moved, parse, spell, violated
 
 FILE = Path(__file__).with_name("compositions.json")
 STRENGTHS = {2: "pairwise", 3: "triples"}
 OPTIMIZE_MS = 20_000
 """Simulated annealing after covertable's greedy pass: 27 pairwise rows became 24 in 20 s (triples: 130, unchanged
 in 60 s, so they are not annealed)."""
+TIMES = 2
+"""How many compositions of the pairwise set meet each allowed pair (or each an implementation can express)."""
+CANDIDATES = 16
+"""Rows ``augment`` builds for each one it adds, keeping the one that meets the most of what is missing."""
 
 Interaction = tuple[tuple[str, str], ...]
 """(axis, label) pairs, in axis order."""
 
 
 def fingerprint() -> str:
-    """What the stored sets depend on: the axes' names and labels, and the rules."""
-    described = [(a.name, a.labels) for a in AXES] + [(r.name, r.describe()) for r in RULES]
+    """What the stored sets depend on: the axes' names and labels, the rules, the masking values and ``TIMES``."""
+    described = ([(a.name, a.labels) for a in AXES] + [(r.name, r.describe()) for r in RULES]
+                 + [(m.axis, m.label) for m in MASKING] + [TIMES])
     return hashlib.sha256(repr(described).encode()).hexdigest()[:16]
 
 
@@ -76,10 +90,124 @@ def blame(combo: Interaction) -> tuple[str, ...]:
     return direct or tuple(r.name for r in RULES if extendable(labels, ignoring=r.name))
 
 
+def unmasked_completion(labels: Composition, can: Callable[[Composition], bool]) -> dict[str, str] | None:
+    """A composition holding ``labels`` and no masking value on the other axes that ``can`` runs (``can`` answers
+    for some axes, as ``extendable`` and ``runnable`` do), found depth first; None where there is none."""
+    if not can(labels):
+        return None
+    free = next((a for a in AXES if a.name not in labels), None)
+    if free is None:
+        return {a.name: labels[a.name] for a in AXES}
+    for label in free.labels:
+        if (free.name, label) not in MASKED and can({**labels, free.name: label}):
+            found = unmasked_completion({**labels, free.name: label}, can)
+            if found is not None:
+                return found
+    return None
+
+
+@dataclass
+class Needs:
+    """What the pairwise rows of one implementation (or of the rules alone) must meet, and what they miss."""
+
+    pairs: frozenset[Interaction]
+    """The pairs it can express."""
+    unmaskable: frozenset[Interaction]
+    """Those some composition it runs holds without a masking value besides the pair's own."""
+
+    @classmethod
+    def of(cls, can: Callable[[Composition], bool]) -> "Needs":
+        pairs = frozenset(p for p in allowed(2) if can(dict(p)))
+        return cls(pairs, frozenset(p for p in pairs if unmasked_completion(dict(p), can) is not None))
+
+    def met(self, rows: Iterable[Composition]) -> tuple[dict[Interaction, int], set[Interaction]]:
+        """How often ``rows`` meet each pair, and which pairs they meet without a masking value besides their own."""
+        times: dict[Interaction, int] = {}
+        unmasked: set[Interaction] = set()
+        for row in rows:
+            items = tuple((a.name, row[a.name]) for a in AXES)
+            held = [item for item in items if item in MASKED]
+            for pair in itertools.combinations(items, 2):
+                times[pair] = times.get(pair, 0) + 1
+                if all(m in pair for m in held):
+                    unmasked.add(pair)
+        return times, unmasked
+
+    def missing(self, rows: Iterable[Composition]) -> tuple[set[Interaction], set[Interaction]]:
+        """The pairs ``rows`` never meet unmasked (of those that can be), and those they meet fewer than ``TIMES``
+        times."""
+        times, unmasked = self.met(rows)
+        return set(self.unmaskable - unmasked), {p for p in self.pairs if times.get(p, 0) < TIMES}
+
+
+def augment(rows: Sequence[Composition], can: Callable[[Composition], bool], needs: Needs | None = None,
+            seed: int = 0) -> list[dict[str, str]]:
+    """Rows that, added to ``rows``, meet every pair ``can`` expresses ``TIMES`` times and unmasked where it can be:
+    each the best of ``CANDIDATES`` rows built greedily from one missing pair (the unmasked ones first, each free axis
+    taking the value that meets the most of what is missing), or, for an unmasked pair the greedy build cannot
+    complete without a masking value, the first unmasked composition that holds it."""
+    import random
+
+    needs = needs or Needs.of(can)
+    rng = random.Random(seed)
+    kept, added = list(rows), []
+    unmasked, few = needs.missing(kept)
+    times, _ = needs.met(kept)
+    while unmasked or few:
+        target, plain = (sorted(unmasked)[0], True) if unmasked else (sorted(few)[0], False)
+        built = [_build(dict(target), can, unmasked, few, times, plain, rng) for _ in range(CANDIDATES)]
+        built = [row for row in built if row is not None]
+        if not built:
+            built = [unmasked_completion(dict(target), can)]
+        row = max(built, key=lambda r: _gain(r, unmasked, few))
+        kept.append(row)
+        added.append(row)
+        unmasked, few = needs.missing(kept)
+        times, _ = needs.met(kept)
+    return added
+
+
+def _build(row: dict[str, str], can, unmasked, few, times, plain: bool, rng) -> dict[str, str] | None:
+    """One row from a seed pair, each free axis (in a random order) given the value that meets the most of what is
+    missing; ``plain``: no masking value at all. None where it runs into a dead end."""
+    axes = [a for a in AXES if a.name not in row]
+    rng.shuffle(axes)
+    for axis in axes:
+        options = []
+        for label in axis.labels:
+            masked = (axis.name, label) in MASKED
+            if plain and masked or not can({**row, axis.name: label}):
+                continue
+            gain = 0.0
+            held = masks(row)
+            for other, value in row.items():
+                pair = tuple(sorted([(axis.name, label), (other, value)], key=lambda x: ORDER[x[0]]))
+                gain += pair in few
+                if pair in unmasked and not masked and all(m == (other, value) for m in held):
+                    gain += 3
+            options.append((gain - 2 * masked, rng.random(), label))
+        if not options:
+            return None
+        row[axis.name] = max(options)[2]
+    full = {a.name: row[a.name] for a in AXES}
+    return full if can(full) else None
+
+
+def _gain(row: Composition, unmasked, few) -> int:
+    items = tuple((a.name, row[a.name]) for a in AXES)
+    held = [item for item in items if item in MASKED]
+    return sum((pair in few) + 3 * (pair in unmasked and all(m in pair for m in held))
+               for pair in itertools.combinations(items, 2))
+
+
+ORDER = {a.name: i for i, a in enumerate(AXES)}
+
+
 def coverage(name: str, rows: Sequence[Composition], strength: int,
              expressible: Callable[[Composition], bool] | None = None) -> Coverage:
     """What ``rows`` (the compositions that ran) cover of the combinations the rules allow and, where given,
-    ``expressible`` says the implementation can run (``runnable``)."""
+    ``expressible`` says the implementation can run (``runnable``); for pairs, also how many meet ``TIMES`` times
+    and unmasked."""
     permitted = allowed(strength)
     expressed = permitted if expressible is None else frozenset(c for c in permitted if expressible(dict(c)))
     total = sum(len(list(itertools.product(*(a.labels for a in axes))))
@@ -90,10 +218,16 @@ def coverage(name: str, rows: Sequence[Composition], strength: int,
             combo = tuple((a.name, label) for a, label in zip(axes, labels))
             if combo not in permitted:
                 removed.setdefault(blame(combo), []).append(combo)
+    met = {}
+    if strength == 2:
+        needs = Needs.of(expressible or extendable)
+        times, unmasked = needs.met(rows)
+        met = dict(twice=sum(times.get(p, 0) >= TIMES for p in needs.pairs),
+                   unmasked=len(needs.unmaskable & unmasked), unmaskable=len(needs.unmaskable))
     return Coverage(name, strength, len(rows), len(interactions(rows, strength) & expressed), len(expressed),
                     len(permitted), total,
                     tuple(Removal(rules, len(combos), ",".join(f"{a}={v}" for a, v in combos[0]))
-                          for rules, combos in sorted(removed.items(), key=lambda kv: -len(kv[1]))))
+                          for rules, combos in sorted(removed.items(), key=lambda kv: -len(kv[1]))), **met)
 
 
 @cache
@@ -133,6 +267,12 @@ def generate(strength: int, optimize_ms: int = 0, factors: dict[str, list[str]] 
     if optimize_ms:
         made = controller.optimize(made, tuning={"budget_ms": optimize_ms})
     return sorted((dict(row) for row in made), key=lambda row: (len(spell(row).split(",")), spell(row)))
+
+
+def pairwise(optimize_ms: int = 0) -> list[dict[str, str]]:
+    """The common pairwise set: covertable's array over the values that mask nothing, then ``augment``'s rows."""
+    plain = generate(2, optimize_ms, factors={a.name: [v for v in a.labels if (a.name, v) not in MASKED] for a in AXES})
+    return plain + augment(plain, extendable)
 
 
 def anchor(supported: Supported) -> dict[str, str] | None:
@@ -207,6 +347,8 @@ class OwnRows:
         self.key = hashlib.sha256(repr(described).encode()).hexdigest()[:16]
 
     def generate(self) -> list[dict[str, str]]:
+        if self.strength == 2:
+            return augment(self.common, self.can)
         made = [row for row in generate(self.strength, factors=self.factors, exclude=self.unsupported)
                 if self.supported(row)]
         wanted = ({c for c in allowed(self.strength) if self.can(dict(c))}
@@ -238,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         sets = {}
         for strength, name in STRENGTHS.items():
             start = time.monotonic()
-            made = generate(strength, OPTIMIZE_MS if strength == 2 else 0)
+            made = pairwise(OPTIMIZE_MS) if strength == 2 else generate(strength)
             print(f"{name}: {len(made)} compositions in {time.monotonic() - start:.1f} s")
             sets[name] = [spell(row) for row in made]
         _write({"space": fingerprint(), "generator": _generator(), **sets})
@@ -249,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     for strength, name in STRENGTHS.items():
         c = coverage(name, rows(name), strength)
         print(f"{name}: {c.cases} compositions cover {c.covered} of {c.allowed} allowed combinations of {strength} "
-              f"values ({c.total} in all; the rules remove {c.total - c.allowed})")
+              f"values ({c.total} in all; the rules remove {c.total - c.allowed})"
+              + ("" if c.twice is None else f"; {c.twice} met {TIMES} times or more, {c.unmasked} of the "
+                 f"{c.unmaskable} that can be met without a masking value met so"))
         for r in c.removals:
             print(f"  {r.count:5d} removed by {' + '.join(r.rules)}   e.g. {r.example}")
     return 0
@@ -284,7 +428,8 @@ def _registered_rows(kept: set[str]) -> dict[str, list[str]]:
 def _generator() -> str:
     from importlib.metadata import version
 
-    return f"covertable {version('covertable')}: greedy, then pairwise annealed for {OPTIMIZE_MS // 1000} s"
+    return (f"covertable {version('covertable')}: greedy, then pairwise annealed for {OPTIMIZE_MS // 1000} s over the "
+            f"values that mask nothing; then rows added greedily until every pair meets {TIMES} times and unmasked")
 
 
 if __name__ == "__main__":

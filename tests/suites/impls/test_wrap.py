@@ -34,12 +34,12 @@ DECLARED = ("suites/multigpu/test_communication.py::test_buckets_are_reduced_as_
             "suites/multigpu/test_overlap.py::test_collectives_launch_during_backward_only_with_overlap"
             "[allreduce-overlap]")
 FACTORIES = [
-    ("wrap:fixtures.examples.torch_ddp_factory:factory", 35, OBSERVED),
-    (EXAMPLE, 38, OBSERVED + DECLARED),
+    ("wrap:fixtures.examples.torch_ddp_factory:factory", 47, OBSERVED),
+    (EXAMPLE, 50, OBSERVED + DECLARED),
     ("wrap:fixtures.examples.main_grad_buffer:factory", 15,
      ("suites/multigpu/test_observed_layout.py::test_main_grad_views_are_the_declared_layout[distopt]",
       "suites/multigpu/test_communication.py::test_collective_sizes_are_what_the_policy_demands[distopt-padded]")),
-    ("wrap:fixtures.examples.main_grad_buffer:configured", 50,
+    ("wrap:fixtures.examples.main_grad_buffer:configured", 61,
      ("suites/multigpu/test_vs_torch_ddp.py::test_matches_torch_ddp[allreduce-overlap-mid]",
       "suites/multigpu/test_observed_layout.py::test_main_grad_views_are_the_declared_layout[distopt-tied-embedding]")),
 ]

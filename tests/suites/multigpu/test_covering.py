@@ -1,11 +1,53 @@
-"""Each registered implementation's own rows of the pairwise covering array: stored for what it can express here,
-and, with the common rows it runs, meeting every pair of values it can express (counted by ``covering.coverage``,
-independently of the generator)."""
+"""The pairwise covering array meets every pair where it can show, for the rules alone and for each registered
+implementation: at least ``TIMES`` times, and once in a composition holding no masking value besides the pair's own
+where one can (counted here, apart from the generator's bookkeeping); the registered implementations' own rows are
+stored for what each can express here. And the model's shape needs no axis: under the high-busbw and shard-aligned
+policies every rank but the first holds padding only."""
+
+import itertools
 
 import pytest
 
+from reference.layout import LayoutConfig, ParamSpec, plan_layout
 from suites.impls import REGISTRY, load_implementation
 from suites.multigpu import covering, space
+from suites.multigpu.cases import MID, TINY
+from suites.multigpu.models import make_model
+
+
+def unmasked_choices(pair: dict[str, str]) -> list[dict[str, str]]:
+    """Every way to give the masking axes the pair leaves free a value that masks nothing."""
+    free = [a for a in space.AXES if a.name in {m.axis for m in space.MASKING} and a.name not in pair]
+    options = [[v for v in a.labels if (a.name, v) not in space.MASKED] for a in free]
+    return [dict(zip((a.name for a in free), values)) for values in itertools.product(*options)]
+
+
+def shortfalls(rows: list[dict[str, str]], can) -> list[str]:
+    """Each pair ``can`` expresses that ``rows`` meet fewer than ``TIMES`` times, or never without a masking value
+    besides its own where some composition it runs would."""
+    out = []
+    for combo in covering.allowed(2):
+        pair = dict(combo)
+        if not can(pair):
+            continue
+        meeting = [r for r in rows if all(r[a] == v for a, v in pair.items())]
+        plain = [r for r in meeting if not space.masks(r, besides=pair)]
+        if len(meeting) < covering.TIMES:
+            out.append(f"{pair}: met {len(meeting)} times")
+        elif not plain and any(can({**pair, **choice}) for choice in unmasked_choices(pair)):
+            out.append(f"{pair}: met only beside a masking value")
+    return out
+
+
+def test_the_common_rows_meet_every_pair_twice_and_once_unmasked():
+    missed = shortfalls(covering.rows("pairwise"), space.extendable)
+    assert not missed, f"got {len(missed)} pairs short, but should be none:\n" + "\n".join(missed[:20])
+
+
+def test_a_row_taken_away_leaves_pairs_short():
+    """The check above can fail: without the rows the augmenting added, pairs are met only beside a masking value."""
+    rows = covering.rows("pairwise")
+    assert shortfalls(rows[: len(rows) // 2], space.extendable)
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))
@@ -23,3 +65,19 @@ def test_every_pair_an_implementation_can_express_meets_in_rows_stored_for_it(na
     got = covering.coverage("pairwise", ran, 2, covering.runnable(supported))
     assert got.covered == got.expressible, (
         f"{name}: got {got.covered} of the {got.expressible} pairs it can express met, but should be every one")
+    missed = shortfalls(ran, covering.runnable(supported))
+    assert not missed, f"{name}: got {len(missed)} pairs short, but should be none:\n" + "\n".join(missed[:20])
+
+
+@pytest.mark.parametrize("policy", ["high-busbw", "shard-aligned"])
+@pytest.mark.parametrize("dp", [2, 3, 4])
+@pytest.mark.parametrize("bucket", [TINY, MID, None])
+def test_the_padding_policies_leave_every_rank_but_the_first_padding_only(policy, dp, bucket):
+    specs = [ParamSpec.from_parameter(n, p) for n, p in make_model(tied=True).named_parameters()]
+    layout = plan_layout(specs, LayoutConfig(dp=dp, policy=policy, bucket_size=bucket))
+    for buffer in layout.buffers:
+        for rank in range(1, dp):
+            held = sum(max(0, min(end, hi) - max(start, lo))
+                       for b in range(buffer.num_buckets) for lo, hi in [buffer.owned_range(b, rank)]
+                       for start, end, owner in buffer.param_index_map.values() if owner == b)
+            assert held == 0, f"{policy} at dp {dp}: rank {rank} holds {held} param elements, but should hold none"
