@@ -4,6 +4,7 @@ pytest and the ranks), so that a run is read without them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from datamodel import doc
 from suites.multigpu.records import Coverage
@@ -64,6 +65,9 @@ class SuiteRun:
         return self.header.split(" (levels")[0] if self.header else self.impl
 
 
+CaughtIn = Literal["suite", "triples", "nowhere"]
+
+
 @dataclass(frozen=True)
 class StrengthRecord:
     """One deliberately broken implementation against the suite it targets."""
@@ -76,3 +80,21 @@ class StrengthRecord:
     failing_tests: int = doc("failed checks")
     crashed_tests: int = doc("tests failed by an exception other than an assertion")
     caught_by: str = doc("the test modules whose checks failed")
+    caught_in: CaughtIn = doc("where a check caught it: its suite as CI runs it (suite: every pair of axis values "
+                              "meets), only in the compositions of the triples that meet its axes (triples: the "
+                              "nightly search's first phase), or nowhere", "suite")
+    measured_in: str | None = doc("the earlier run that measured it, for a row carried over (a run measures a share "
+                                  "of the catalogue within its budget); null: measured in this run", None)
+
+
+@dataclass(frozen=True)
+class StrengthPhase:
+    """What the suite-strength phase of a run measured, and what it carried over."""
+
+    catalogue: int = doc("broken implementations in the catalogue")
+    measured: int = doc("measured in this run")
+    carried: int = doc("carried over from the earlier runs that measured them (each row names its run); the rest "
+                       "of the catalogue is not measured yet")
+    seconds: float = doc("what measuring took")
+    budget: float | None = doc("seconds the phase may spend measuring; null: every entry")
+    proven_by: str = doc("the test that proves, on every commit, each entry caught by the tests it names")

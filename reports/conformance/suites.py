@@ -64,18 +64,37 @@ def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_
               in_process: bool = False, allow_world_size: bool = False) -> SuiteRun:
     """``pytest <suite> --impl <impl>`` in a child process, or here (``in_process``), with ``world_size`` ranks
     for the multi-rank suite; outcomes read back from JUnit XML."""
+    return run_suites([suite], impl, extra_args, world_size, in_process, allow_world_size)[0]
+
+
+def run_suites(suites: list[str], impl: str, extra_args: list[str] | None = None, world_size: int | None = None,
+               in_process: bool = False, allow_world_size: bool = False) -> list[SuiteRun]:
+    """Several suites against one implementation in one pytest session (one interpreter, one import of the
+    implementation: 10-15 s a session on 2 cores), each test counted in the suite whose path holds it."""
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "junit.xml"
-        args = [suite, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", *(extra_args or [])]
+        args = [*suites, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", *(extra_args or [])]
         run = pytest_in_process if in_process else _pytest_child
         code, stdout, stderr = run(args, child_environment(world_size, allow_world_size))
-        outcomes = Outcomes()
+        outcomes = {suite: Outcomes() for suite in suites}
         if xml_path.exists():
             _read_junit(xml_path, outcomes)
         elif code not in (0, 5):
-            outcomes.count("errors")
-            outcomes.failures.append(f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}")
-    return outcomes.run(suite, impl, _header_line(stdout), code)
+            for each in outcomes.values():
+                each.count("errors")
+                each.failures.append(f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}")
+    return [each.run(suite, impl, _header_line(stdout), _exit_code(code, each, len(suites)))
+            for suite, each in outcomes.items()]
+
+
+def _exit_code(code: int, outcomes: "Outcomes", suites: int) -> int:
+    """The session's exit code as one suite of it would have had it: what a failure or an empty collection of
+    another suite decided is not this one's (a crash of the session is every suite's)."""
+    if suites == 1 or code not in (0, 1, 5):
+        return code
+    if outcomes.failing():
+        return 1
+    return 0 if any(outcomes.counts.values()) else 5
 
 
 @dataclass
@@ -93,6 +112,10 @@ class Outcomes:
     def count(self, outcome: str) -> None:
         self.counts[outcome] += 1
 
+    def failing(self) -> bool:
+        """Whether a test failed or errored."""
+        return any(self.counts[outcome] for outcome in FAILING)
+
     def run(self, suite: str, impl: str, header: str, exit_code: int) -> SuiteRun:
         return SuiteRun(suite, impl, header, **self.counts, seconds=self.seconds, failures=tuple(self.failures),
                         failed_ids=tuple(self.failed_ids), crashed_ids=tuple(self.crashed_ids),
@@ -100,6 +123,7 @@ class Outcomes:
 
 
 COUNTED = ("passed", "failed", "skipped", "xfailed", "errors")
+FAILING = ("failed", "errors")
 
 
 def _pytest_child(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
@@ -158,9 +182,10 @@ def _header_line(stdout: str) -> str:
     return ""
 
 
-def _read_junit(path: Path, result: Outcomes) -> None:
+def _read_junit(path: Path, results: dict[str, Outcomes]) -> None:
     root = ET.parse(path).getroot()
     for case in root.iter("testcase"):
+        result = _suite_of(_node_id(case), results)
         result.seconds += float(case.get("time", 0))
         name = f"{case.get('classname')}::{case.get('name')}"
         outcome, note = "passed", ""
@@ -179,6 +204,15 @@ def _read_junit(path: Path, result: Outcomes) -> None:
                     result.crashed_ids.append(_node_id(case))
         result.count(outcome)
         tally(result.families, _node_id(case), "failed" if outcome == "errors" else outcome, note)
+
+
+def _suite_of(node_id: str, results: dict[str, Outcomes]) -> Outcomes:
+    """The outcomes of the suite whose path holds a test (the only suite, when there is one)."""
+    if len(results) == 1:
+        return next(iter(results.values()))
+    path = Path(node_id.split("::")[0]).parts
+    return next((r for suite, r in results.items() if path[:len(Path(suite).parts)] == Path(suite).parts),
+                next(iter(results.values())))
 
 
 _RAISED = re.compile(r"^(?:E\s+)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)):", re.M)

@@ -25,6 +25,7 @@ and ``--world-size`` ranks of its own) and writes the run.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -53,19 +54,24 @@ from ..comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
 from ..comparison.claims import judge_claims
 from ..comparison.comparable import previous_comparable
 from ..comparison.series import trend
-from ..comparison.verdict import decide
+from ..comparison.verdict import REFERENCE, covered, decide
 from ..conformance.records import SuiteRun
-from ..conformance.strength import measure_strength, strength_records
-from ..conformance.suites import multigpu, run_suite
+from ..conformance.strength import STRENGTH_SECONDS, carried_rows, measure_strength
+from ..conformance.suites import multigpu, run_suite, run_suites
 from ..render.report import build_report, draw_plots
 from ..store.metrics import collect_metrics
 from ..store.model import DIRTY, SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
 from ..store.mutation_score import read_score
 from ..store.runs import DEFAULT_ROOT, RunError, Runs, dump_json, fallback_root
+from .clock import Clock, earlier_phases, first_run_plan
 from .preflight import DEFAULT_SUITES, preflight
 
 EXPLORE_SECONDS = 60.0
-"""Seconds each implementation's nightly search may draw new compositions for."""
+"""Seconds the nightly search of each implementation the verdict covers may take, confirming and shrinking
+included."""
+UNCOVERED_SHARE = 1 / 3
+"""The share of those seconds an implementation the verdict does not cover gets: its findings are reported, not
+failed, and six implementations at a minute each would be most of the job's time."""
 SMOKE_EXPLORE_SECONDS = 5.0
 EXPLORE_COMPOSITIONS = 100_000
 """Compositions the nightly search may run: more than its seconds allow, so the seconds decide."""
@@ -81,8 +87,13 @@ def progress(message: str) -> None:
 def parser() -> Parser:
     parser = Parser(prog="python -m reports", description=__doc__)
     parser.add_argument("--impl", action="append",
-                        help=f"repeatable: the implementations checked by the suites and, where they have the "
-                             f"ddp level, benchmarked side by side (default: {', '.join(DEFAULT_IMPLS)})")
+                        help="repeatable: an implementation the job checks with the suites and, where it has the ddp "
+                             "level, benchmarks side by side, and whose failures and new findings fail the verdict "
+                             f"(default: the reference, with the peers {', '.join(DEFAULT_PEERS)})")
+    parser.add_argument("--peer", action="append",
+                        help="repeatable: an implementation run beside those of --impl, whose failures and new "
+                             "findings are reported, never failed: a peer you do not maintain (default: none when "
+                             f"--impl is given, else {', '.join(DEFAULT_PEERS)})")
     parser.add_argument("--suite", action="append", help=f"repeatable (default: {', '.join(DEFAULT_SUITES)})")
     parser.add_argument("--benchmark", action="append",
                         help=f"repeatable (default: all: {', '.join(b.name for b in BENCHMARKS)})")
@@ -131,12 +142,23 @@ def parser() -> Parser:
                         help="do not rebuild the static site beside --out after the run (python -m reports.website)")
     parser.add_argument("--no-strength", action="store_true",
                         help="skip the suite-strength runs of the broken implementations (skipped in smoke mode)")
+    parser.add_argument("--strength-seconds", type=Real(above=0, unit="seconds"), default=STRENGTH_SECONDS,
+                        metavar="SECONDS",
+                        help="seconds the suite-strength phase may spend measuring broken implementations, those "
+                             "never measured first, then the longest ago; the others' rows are carried over from the "
+                             f"runs that measured them, which the rows name (default {STRENGTH_SECONDS:g})")
     parser.add_argument("--explore-seconds", type=Real(above=None, minimum=0, unit="seconds"), default=None,
                         metavar="SECONDS",
-                        help="seconds each implementation's search past the multi-rank suite's covering arrays may "
-                             f"draw new compositions for (pytest suites/multigpu --explore; default {EXPLORE_SECONDS:g}, "
-                             f"{SMOKE_EXPLORE_SECONDS:g} in smoke mode; 0: no search); its example database lives in "
-                             "the runs root (.explore/), so each night tries the failures found before first")
+                        help="seconds the search past the multi-rank suite's covering arrays may take for each "
+                             "implementation the verdict covers, confirming and shrinking included (pytest "
+                             f"suites/multigpu --explore; default {EXPLORE_SECONDS:g}, {SMOKE_EXPLORE_SECONDS:g} in "
+                             "smoke mode; 0: no search); every other implementation gets a third of it; its example "
+                             "database lives in the runs root (.explore/), so each night tries the failures found "
+                             "before first")
+    parser.add_argument("--explore-seed", type=Count(0, unit="", why="hypothesis' seed"), default=None, metavar="N",
+                        help="the search's seed (default: one taken from the project's commit, so the same code, "
+                             "versions and budget draw the same compositions; the date outside a git checkout); the "
+                             "report prints it with the command that reruns each search")
     return parser
 
 
@@ -149,8 +171,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+DEFAULT_PEERS = tuple(i for i in DEFAULT_IMPLS if i != REFERENCE)
+
+
+def implementations(args) -> tuple[str, ...]:
+    """What the job runs: those asked for (--impl, else the reference) and the peers (--peer; by default, when
+    neither is given, every registered peer)."""
+    peers = args.peer if args.peer is not None else () if args.impl else DEFAULT_PEERS
+    return tuple(dict.fromkeys([*(args.impl or [REFERENCE]), *peers]))
+
+
+def covered_by(args) -> tuple[str, ...]:
+    """The implementations the verdict covers: those asked for (--impl), else the reference; the reference
+    whenever it runs."""
+    return covered(args.impl, implementations(args))
+
+
 def bench_settings(args, backend: str) -> BenchSettings:
-    impls = tuple(args.impl) if args.impl else DEFAULT_IMPLS
+    impls = implementations(args)
     settings = BenchSettings.for_backend(backend, args.busbw_max_bytes, rounds=args.rounds, impls=impls,
                                          budgets={**BUDGETS, **dict(args.budget)},
                                          launches=args.launches)
@@ -158,43 +196,62 @@ def bench_settings(args, backend: str) -> BenchSettings:
 
 
 def run_conformance(args) -> list[SuiteRun]:
+    """Every suite against every implementation: one pytest session per implementation (its import and the
+    interpreter paid once), the runs listed suite by suite."""
+    suites = list(args.suite or DEFAULT_SUITES)
     results = []
-    for suite in args.suite or DEFAULT_SUITES:
-        for impl in args.impl or DEFAULT_IMPLS:
-            progress(f"running {suite} against {impl} ({args.world_size} ranks)")
-            with tempfile.TemporaryDirectory() as tmp:
-                coverage = Path(tmp) / "compositions.json"
-                composes = [f"--compositions-report={coverage}"] if multigpu(suite) else []
-                result = run_suite(suite, impl, [f"--device={args.device}", *composes, *args.pytest_arg],
-                                   world_size=args.world_size, allow_world_size=args.allow_world_size)
-                if coverage.exists():
-                    result = replace(result, compositions=from_json(Coverage, json.loads(coverage.read_text())))
-            progress(f"  {impl}: {result.passed} passed, {result.failed + result.errors} failed, "
+    for impl in implementations(args):
+        progress(f"running {', '.join(suites)} against {impl} ({args.world_size} ranks)")
+        with tempfile.TemporaryDirectory() as tmp:
+            coverage = Path(tmp) / "compositions.json"
+            composes = [f"--compositions-report={coverage}"] if any(multigpu(s) for s in suites) else []
+            runs = run_suites(suites, impl, [f"--device={args.device}", *composes, *args.pytest_arg],
+                              world_size=args.world_size, allow_world_size=args.allow_world_size)
+            if coverage.exists():
+                found = from_json(Coverage, json.loads(coverage.read_text()))
+                runs = [replace(r, compositions=found) if multigpu(r.suite) else r for r in runs]
+        for result in runs:
+            progress(f"  {result.suite}: {result.passed} passed, {result.failed + result.errors} failed, "
                      f"{result.skipped} skipped in {result.seconds:.1f}s")
-            results.append(result)
-    return results
+        results += runs
+    return sorted(results, key=lambda r: suites.index(r.suite))
 
 
-def run_exploration(args) -> list[Exploration]:
-    """Each implementation's search past the covering arrays, for ``--explore-seconds``; one that cannot run the
-    multi-rank suite (no ddp level) writes nothing and is left out."""
+def search_budgets(args, covers: Sequence[str]) -> dict[str, float]:
+    """Each implementation's search seconds: ``--explore-seconds`` for those the verdict covers, a third of it for
+    the others; none where there is no search."""
     seconds = args.explore_seconds if args.explore_seconds is not None else (
         SMOKE_EXPLORE_SECONDS if args.smoke else EXPLORE_SECONDS)
-    if not seconds or "suites/multigpu" not in (args.suite or DEFAULT_SUITES):
-        return []
+    if not seconds or args.no_suites or not any(multigpu(s) for s in args.suite or DEFAULT_SUITES):
+        return {}
+    return {impl: seconds if impl in covers else round(seconds * UNCOVERED_SHARE, 1) for impl in implementations(args)}
+
+
+def run_exploration(args, budgets: dict[str, float], seed: int) -> list[Exploration]:
+    """Each implementation's search past the covering arrays, for its seconds, drawing from ``seed``; one that
+    cannot run the multi-rank suite (no ddp level) writes nothing and is left out."""
     found = []
-    for impl in args.impl or DEFAULT_IMPLS:
-        progress(f"searching past the covering arrays against {impl} ({seconds:g} s)")
+    for impl, seconds in budgets.items():
+        progress(f"searching past the covering arrays against {impl} ({seconds:g} s, seed {seed})")
         with tempfile.TemporaryDirectory() as tmp:
             report = Path(tmp) / "exploration.json"
             run_suite("suites/multigpu", impl, [f"--device={args.device}", f"--explore={EXPLORE_COMPOSITIONS}",
-                                                f"--explore-seconds={seconds:g}", f"--explore-report={report}",
-                                                f"--explore-db={args.out / '.explore'}", *args.pytest_arg],
+                                                f"--explore-seconds={seconds:g}", f"--explore-seed={seed}",
+                                                f"--explore-report={report}", f"--explore-db={args.out / '.explore'}",
+                                                *args.pytest_arg],
                       allow_world_size=args.allow_world_size)
-            if report.exists():
-                found.append(from_json(Exploration, json.loads(report.read_text())))
+            if report.exists():  # named as asked: the spec reruns it, where a wrapper's own name may not
+                found.append(replace(from_json(Exploration, json.loads(report.read_text())), impl=impl))
                 progress(f"  {impl}: {len(found[-1].findings)} findings in {found[-1].runs} runs")
     return found
+
+
+def search_seed(revision: str | None, day: datetime) -> int:
+    """The search's seed: from the commit, so that the same code draws the same compositions; from the day outside
+    a git checkout."""
+    if revision:
+        return int(hashlib.sha256(revision.encode()).hexdigest()[:8], 16)
+    return int(day.strftime("%Y%m%d"))
 
 
 def commit() -> str | None:
@@ -223,7 +280,7 @@ def judged(results: Results, runs: Runs, args) -> Results:
         history = []
     results = replace(results, comparison=comparison, claims=judge_claims(results),
                       trend=tuple(trend([*history, results], last=TREND_RUNS)))
-    return replace(results, verdict=decide(results, args.fail_on_regression))
+    return replace(results, verdict=decide(results, args.fail_on_regression, covered_by(args)))
 
 
 def save(results: Results, runs: Runs) -> Path:
@@ -266,32 +323,47 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), args.device)
     settings = bench_settings(args, backend)
     say = progress if rank == 0 else lambda _: None
+    runs = Runs(args.out)
+    budgets = search_budgets(args, covered_by(args))
+    strength = not (args.smoke or args.no_strength or args.no_suites)
+    clock = _clock(args, runs, world_size, settings, budgets, strength) if rank == 0 else None
+    if clock:
+        clock.phase("benchmarks", "benchmarks")
     bench = run_rank_benchmarks(settings, world_size, args.benchmark, say, device=args.device)
     if torchrun:
         leave_torchrun()
     if rank != 0:
         return 0
     bench.update(run_single_process_benchmarks(settings, args.benchmark, progress))
-    conformance = [] if args.no_suites else run_conformance(args)
-    explorations = [] if args.no_suites else run_exploration(args)
-    strength_rows = []
-    if not (args.smoke or args.no_strength or args.no_suites):
-        progress("suite strength: every broken implementation against its suite")
-        strength_rows = strength_records(measure_strength(progress))
+    conformance, explorations, strength_rows, strength_phase = [], [], [], None
+    if not args.no_suites:
+        clock.phase("suites", "suites against every implementation")
+        conformance = run_conformance(args)
+    revision = commit()
+    seed = args.explore_seed if args.explore_seed is not None else search_seed(revision, datetime.now(timezone.utc))
+    if budgets:
+        clock.phase("search", "searching past the covering arrays")
+        explorations = run_exploration(args, budgets, seed)
+    if strength:
+        clock.phase("strength", f"suite strength: broken implementations for up to {args.strength_seconds:g} s")
+        earlier = runs.newest(lambda r: bool(r.strength))
+        carried = carried_rows(earlier.strength, earlier.run.name) if earlier else {}
+        strength_rows, strength_phase = measure_strength(progress, args.strength_seconds, carried)
+    clock.phase("report", "judging and writing the run")
     nodes = bench.pop("nodes")
     tensors = tensors_on(backend, args.device)
     mode = "torchrun" if torchrun else "plain"
     run = Run(name=name, host=platform.node() or "unknown",
               setup=setup_of(backend, tensors, world_size, mode, args.smoke,
                              [(n.devices, n.host.cpu_model) for n in nodes]),
-              commit=commit(), command=tuple(command))
+              commit=revision, command=tuple(command))
     records = Records(**{name_: tuple(rows) for name_, rows in bench.items()})
     results = Results(schema=SCHEMA, run=run, settings=settings, nodes=tuple(nodes), conformance=tuple(conformance),
                       suite_world_size=None if args.no_suites else args.world_size, strength=tuple(strength_rows),
                       explorations=tuple(explorations),
                       benchmarks=records, overhead=tuple(overhead_table()), metrics={}, comparison=None, trend=(),
-                      claims=(), mutation=read_score(), verdict=None, plots=())
-    runs = Runs(args.out)
+                      claims=(), mutation=read_score(), verdict=None, plots=(), strength_phase=strength_phase,
+                      phases=clock.times())
     results = judged(replace(results, metrics=collect_metrics(results)), runs, args)
     written = save(results, runs)
     print((written / "report.md").read_text())
@@ -299,10 +371,25 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     if args.bisect:
         from ..bisect.regression import bisect_regression
 
-        bisect_regression(results, runs, written, args.impl or DEFAULT_IMPLS, progress)
+        bisect_regression(results, runs, written, implementations(args), progress)
     if not args.no_site:
         publish_site(Runs(written.parent))
     return results.verdict.exit_code
+
+
+def _clock(args, runs: Runs, world_size: int, settings: BenchSettings, budgets: dict[str, float],
+           strength: bool) -> Clock:
+    """The progress lines' clock: each phase that will run, planned as long as the newest earlier run of this kind
+    that timed its phases took for it, else estimated from the budgets."""
+    benchmarks = sum(v for k, v in settings.budgets.items() if args.benchmark is None or k in args.benchmark)
+    plan = first_run_plan(benchmarks, 0 if args.no_suites else len(implementations(args)),
+                          sum(budgets.values()), len(budgets), args.strength_seconds if strength else None)
+    found = earlier_phases(runs, world_size, args.smoke)
+    if found is None:
+        return Clock(plan, "estimated from the budgets: no earlier run of this kind timed its phases", progress)
+    name, seconds = found
+    return Clock({phase: seconds.get(phase, estimate) for phase, estimate in plan.items()},
+                 f"as run {name} took", progress)
 
 
 def publish_site(runs: Runs) -> None:

@@ -59,7 +59,11 @@ def _suites(args) -> str | None:
 def _impls(args) -> str | None:
     from suites.impls import load_implementation
 
-    for spec in args.impl or ():
+    both = sorted(set(args.impl or ()) & set(args.peer or ()))
+    if both:
+        return (f"--peer: got {', '.join(both)}, which --impl names too, but should name only implementations the "
+                "verdict does not cover (--impl: those whose failures fail it)")
+    for spec in [*(args.impl or ()), *(args.peer or ())]:
         try:
             load_implementation(spec)
         except ValueError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..conformance.records import StrengthRecord, SuiteRun
+from ..conformance.records import StrengthPhase, StrengthRecord, SuiteRun
 from ..views.compositions import CompositionsView
 from .table import table
 
@@ -54,23 +54,46 @@ def compositions_markdown(view: CompositionsView) -> str:
                   f"The rules remove {first.total - first.allowed} of the {first.total} combinations, each for its "
                   "reason (docs/suites.md):", table(removed, numparse=False)]
     if view.searches:
-        rows = [{"implementation": s.implementation, "triples run": s.triples, "drawn": s.drawn, "runs": s.runs,
-                 "seconds": s.seconds, "findings": s.findings, "known": s.known, "stopped by": s.stopped_by}
+        rows = [{"implementation": s.implementation, "budget (s)": "-" if s.budget is None else f"{s.budget:g}",
+                 "seconds": s.seconds, "triples run": s.triples, "drawn": s.drawn, "runs": s.runs,
+                 "findings": s.findings, "known": s.known, "known, not run": s.known_skipped,
+                 "stopped by": s.stopped_by, "seed": "-" if s.seed is None else s.seed}
                 for s in view.searches]
         parts += ["The search past the covering arrays (pytest suites/multigpu --explore), each finding shrunk to "
-                  "the axes that must combine:", table(rows, numparse=False)]
+                  "the axes that must combine; compositions the expectation lists record as known failures are not "
+                  "run. The same seed, budget and example database draw the same compositions:",
+                  table(rows, numparse=False),
+                  "\n".join(f"- {s.implementation}: `{s.rerun}`" for s in view.searches)]
         parts += [f"- **{f.implementation}**: `{f.reproduce}` — the axes that must combine: {f.axes}; {f.message}."
-                  + (f" Known: {f.known}" if f.known else "") for f in view.findings]
+                  + ("" if f.shrunk else " (Shrinking was cut short by the budget.)")
+                  + (f" Known: {f.known}" if f.known else f" New: {f.advice}.") for f in view.findings]
     return "\n\n".join(parts)
 
 
-def strength_markdown(records: Sequence[StrengthRecord]) -> str:
+def strength_markdown(records: Sequence[StrengthRecord], phase: StrengthPhase | None) -> str:
+    """The strength table, with where each row was measured and caught, and the shares caught per suite."""
     per_suite: dict[str, list[bool]] = {}
     for r in records:
         per_suite.setdefault(r.suite, []).append(r.caught)
     shares = [{"suite": s, "broken implementations": len(v), "caught": sum(v),
                "share caught": f"{100 * sum(v) / len(v):.0f}%"} for s, v in per_suite.items()]
-    rows = [{"broken": r.broken, "bug": r.bug, "suite": r.suite, "caught": r.caught,
+    rows = [{"broken": r.broken, "bug": r.bug, "suite": r.suite, "caught": CAUGHT_WORDS[r.caught_in],
              "expected_tests_failed": r.expected_tests_failed, "failing_tests": r.failing_tests,
-             "crashed_tests": r.crashed_tests, "caught_by": r.caught_by} for r in records]
-    return table(rows) + "\n\n" + table(shares)
+             "crashed_tests": r.crashed_tests, "caught_by": r.caught_by, "measured in": r.measured_in or "this run"}
+            for r in records]
+    parts = [strength_phase_sentence(phase)] if phase is not None else []
+    return "\n\n".join([*parts, table(rows), table(shares)])
+
+
+CAUGHT_WORDS = {"suite": "yes", "triples": "by the triples, not by the pairs", "nowhere": "no"}
+"""Where a broken implementation was caught (``StrengthRecord.caught_in``), as the strength table words it."""
+
+
+def strength_phase_sentence(phase: StrengthPhase) -> str:
+    not_yet = phase.catalogue - phase.measured - phase.carried
+    budget = "every entry" if phase.budget is None else f"within its budget of {phase.budget:g} s"
+    return (f"{phase.measured} of the {phase.catalogue} broken implementations measured in this run ({budget}, "
+            f"{phase.seconds:g} s), those never measured first, then the longest ago; {phase.carried} carried over "
+            "from the runs that measured them (the last column)"
+            + (f"; {not_yet} not measured yet (a later run measures them)" if not_yet else "")
+            + f". {phase.proven_by} proves each caught by the tests its entry names on every commit.")

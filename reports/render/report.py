@@ -16,6 +16,7 @@ from benchmarks.padding import NOTES_CLAIMS
 from benchmarks.stats import UNSTABLE_MARK
 
 from ..store.model import ClaimVerdict, Results
+from ..store.upgrade import written_before
 from ..views.compositions import compositions_view
 from ..views.run import claim_rows, claims_missing
 from .comparison import run_comparison_markdown
@@ -40,6 +41,14 @@ def claims_markdown(claims: tuple[ClaimVerdict, ...]) -> str:
         "docs/errata.md explains each difference.")
 
 
+def phases_markdown(results: Results) -> str:
+    if not results.phases:
+        return f"Not timed ({written_before('phases')})."
+    rows = [{"phase": p.phase, "seconds": f"{p.seconds:.0f}"} for p in results.phases]
+    total = sum(p.seconds for p in results.phases)
+    return table(rows, numparse=False) + f"\n\n{total:.0f} s in all ({total / 60:.1f} min), the start of the ranks aside."
+
+
 def build_report(results: Results, with_verdict: bool = True) -> str:
     """``with_verdict``: the summary leads with the verdict (the site's run page shows it above the report)."""
     run = results.run
@@ -56,7 +65,7 @@ def build_report(results: Results, with_verdict: bool = True) -> str:
         else "Not run (--no-suites).",
         "## Compositions of the configuration space", compositions_markdown(compositions_view(results)),
         "## Suite strength: deliberately broken implementations",
-        strength_markdown(results.strength) if results.strength else
+        strength_markdown(results.strength, results.strength_phase) if results.strength else
         "Not run (smoke mode, --no-suites or --no-strength); tests/reports/conformance/test_strength.py checks the "
         "catalogue in CI.",
         score_markdown(results.mutation),
@@ -75,6 +84,7 @@ def build_report(results: Results, with_verdict: bool = True) -> str:
         "derivation (docs/errata.md).",
         render_markdown(notes_rows),
         "## Padding overhead: all models, dp and policies", render_markdown(results.overhead),
+        "## How long each phase took", phases_markdown(results),
         "## Hardware", nodes_markdown(results.nodes),
         "### What made the nodes noisy while the benchmarks ran", noise_markdown(results.nodes),
     ]

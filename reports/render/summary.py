@@ -23,6 +23,7 @@ from benchmarks.stats import UNSTABLE_MARK, describe
 from hardware.noise import suspects
 
 from ..store.model import Results
+from ..views.compositions import compositions_view
 from ..views.run import line_words, verdict_view
 from .table import table
 
@@ -100,7 +101,13 @@ def verdict_markdown(results: Results) -> str:
     head = f"**{view.title}**" + (f" ({view.note})" if view.note else "")
     if view.word is None:
         return head
-    return head + "\n\n" + "\n".join(f"- {line_words(line)}" for line in view.lines)
+    text = head + (f" {view.covers}" if view.covers else "") + "\n\n" + "\n".join(
+        f"- {line_words(line)}" for line in view.lines)
+    new = compositions_view(results).new_findings
+    if new:
+        text += ("\n\nNew findings of the search past the covering arrays, each the one line that runs it again:\n\n"
+                 + "\n".join(f"- **{f.implementation}**: `{f.reproduce}` ({f.message}): {f.advice}." for f in new))
+    return text
 
 
 def summary_markdown(results: Results, with_verdict: bool = True) -> str:

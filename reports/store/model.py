@@ -28,9 +28,9 @@ from datamodel import doc, from_json, to_json
 from hardware.node import Node
 from suites.multigpu.records import Exploration
 
-from ..conformance.records import StrengthRecord, SuiteRun
+from ..conformance.records import StrengthPhase, StrengthRecord, SuiteRun
 
-SCHEMA = 8
+SCHEMA = 9
 METHOD = 4
 """How the benchmarks measure; raised whenever a figure is taken differently (4: rounds calibrated to targets,
 impossible and noise-bound figures refused)."""
@@ -238,10 +238,6 @@ class MutationScore:
     survivors: tuple[dict[str, Any], ...] = doc("each survivor: the mutant and its diff")
 
 
-VERDICT_KINDS = ("conformance", "search", "collectives", "gate")
-VERDICT_STATUSES = ("pass", "fail", "not applicable", "reported", "error")
-
-
 @dataclass(frozen=True)
 class VerdictLine:
     kind: Literal["conformance", "search", "collectives", "gate"] = doc(
@@ -249,8 +245,9 @@ class VerdictLine:
         "collectives' results (collectives), or the regressions against the previous run (gate)")
     status: Literal["pass", "fail", "not applicable", "reported", "error"] = doc(
         "pass; fail (fails the run); not applicable (a suite run of which every check was skipped: nothing was "
-        "checked, and nothing failed); reported (gated regressions that fail the run only under "
-        "--fail-on-regression); error (could not be checked at all: exit 2)")
+        "checked, and nothing failed); reported (shown, not failing the run: gated regressions without "
+        "--fail-on-regression, or a failure or new finding of an implementation the verdict does not cover); "
+        "error (could not be checked at all: exit 2)")
     text: str = doc("what was checked, with its counts")
 
     @property
@@ -268,6 +265,10 @@ class Verdict:
 
     lines: tuple[VerdictLine, ...] = doc("each thing checked, in report order")
     fail_on_regression: bool = doc("whether a gated regression fails the run (--fail-on-regression)")
+    covers: tuple[str, ...] = doc("the implementations whose conformance failures and new search findings fail the "
+                                  "run (--impl as asked, else the reference; the reference whenever it ran); every "
+                                  "other's are reported; empty for runs written before verdicts said so",
+                                  default=())
 
     @property
     def passed(self) -> bool:
@@ -282,6 +283,16 @@ class Verdict:
     def word(self) -> str:
         """PASS, FAIL or ERROR, as the exit code says."""
         return ("PASS", "FAIL", "ERROR")[self.exit_code]
+
+
+@dataclass(frozen=True)
+class PhaseTime:
+    """How long one phase of the main job took: what the next run's progress lines estimate from."""
+
+    phase: Literal["benchmarks", "suites", "search", "strength", "report"] = doc(
+        "benchmarks, suites (both suites against every implementation), search (past the covering arrays), "
+        "strength (the broken implementations), or report (judging and writing the run, and the site)")
+    seconds: float = doc("wall-clock seconds")
 
 
 @dataclass(frozen=True)
@@ -332,6 +343,10 @@ class Results:
     plots: tuple[str, ...] = doc("the run's PNG files, relative to its directory")
     upgraded: Upgrade | None = doc("for a run written under an older schema: what reading it into this model "
                                    "left out; null for a run of this schema", None)
+    strength_phase: StrengthPhase | None = doc("what the suite-strength phase measured and carried over; null when it "
+                                               "did not run (or for runs written before it was budgeted)", None)
+    phases: tuple[PhaseTime, ...] = doc("each phase of the main job and how long it took, in order; empty for runs "
+                                        "written before phases were timed", ())
 
     def records(self, benchmark: str) -> Sequence[Any]:
         """The records of one benchmark (empty when it did not run)."""

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from datamodel import DecodeError
 
@@ -143,6 +143,19 @@ class Runs:
         for skipped in reading.unreadable:
             warnings.warn(f"skipped run {skipped.name}: {skipped.why}", SkippedRunWarning, stacklevel=2)
         return reading.runs
+
+    def newest(self, wanted: Callable[[Results], bool]) -> Results | None:
+        """The newest run that reads and is ``wanted``, reading back from the newest (each that cannot be read is
+        skipped with a warning naming it); None where none is."""
+        for name in reversed(self.names()):
+            try:
+                results = self.load(name)
+            except RunError as exc:
+                warnings.warn(f"skipped run {name}: {exc}", SkippedRunWarning, stacklevel=2)
+                continue
+            if wanted(results):
+                return results
+        return None
 
     def check(self) -> None:
         """What writing a run here needs, checked before any work: a folder that can be made and written, and a

@@ -4,7 +4,13 @@ A run of schema 5 or later is brought up one schema at a time, each step a
 function of the JSON (``STEPS``), then read strictly; the earlier ones,
 whose records had other shapes, are read into the model directly.
 
-- **8** (now) is read as it is, strictly.
+- **9** (now) is read as it is, strictly.
+- **8** (before the verdict said which implementations it covers, the
+  search its seed, strength rows where they were measured and caught, and
+  the job its phases' times): read as 9; its verdict covers no
+  implementation by name (every failure failed it then), its strength rows
+  were measured in the run itself against whole suites (caught there, or
+  nowhere), and it has no phases.
 - **7** (verdict lines typed): the claims' verdicts, the tuner's
   verification and the sampling targets' kinds were words; each claim gets
   its outcome and why from its verdict's first words, the verification its
@@ -54,7 +60,7 @@ from hardware.node import Node
 from ..conformance.records import StrengthRecord, SuiteRun
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
-SCHEMAS = (1, 2, 3, 4, 5, 6, 7, SCHEMA)
+SCHEMAS = (1, 2, 3, 4, 5, 6, 7, 8, SCHEMA)
 SCHEMA_5_RUN_REPEATS = ("mode", "world_size", "backend", "tensors", "smoke")
 """What schema 5's run record repeated of its setup."""
 EARLIER_METHOD = 2
@@ -185,7 +191,7 @@ def _typed_line(line: Any, path: str) -> dict:
 
 NOT_STORED_UNTIL = {"verdict": "verdicts were stored", "comparison": "comparisons were stored",
                     "claims": "the claims' verdicts were stored", "command": "commands were stored",
-                    "samples": "figures kept their samples"}
+                    "samples": "figures kept their samples", "phases": "the job timed its phases"}
 """What older runs did not store, by the field (or the part of a field) a page would show."""
 
 
@@ -194,7 +200,18 @@ def written_before(field: str) -> str:
     return f"a run written before {NOT_STORED_UNTIL[field]}"
 
 
-STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight}
+def _eight_to_nine(data: dict) -> dict:
+    """9 adds (the verdict's ``covers``, the search's ``seed`` and ``known_skipped``, a finding's ``shrunk``, a
+    strength row's ``caught_in`` and ``measured_in``, ``strength_phase``, ``phases``), each read at its default
+    but a strength row's ``caught_in``: its suite where it was caught, else nowhere."""
+    strength = data.get("strength")
+    if isinstance(strength, list):
+        strength = [{**row, "caught_in": "suite" if row.get("caught") else "nowhere"} if isinstance(row, dict) else row
+                    for row in strength]
+    return {**data, "schema": 9, "strength": strength}
+
+
+STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight, 8: _eight_to_nine}
 """Schema n's run, as schema n + 1 writes it."""
 
 

@@ -15,8 +15,9 @@ SMOKE = "smoke run: the figures mean nothing"
 
 VERDICT_SYMBOLS = {"PASS": "✔", "FAIL": "✘", "ERROR": "⚠"}
 STATUS_MARKS = {"pass": "✔", "fail": "✘", "not applicable": "–", "reported": "▼", "error": "⚠"}
-"""✔ passed, ✘ fails the run, – nothing was checked (every check skipped), ▼ gated regressions that do not fail
-the run (without --fail-on-regression), ⚠ could not be checked."""
+"""✔ passed, ✘ fails the run, – nothing was checked (every check skipped), ▼ reported without failing the run
+(gated regressions without --fail-on-regression; failures and new findings of an implementation the verdict does
+not cover), ⚠ could not be checked."""
 STATUS_SUFFIXES = {"pass": "", "fail": " — FAIL", "not applicable": " — not applicable", "reported": "",
                    "error": " — ERROR"}
 """Said after a verdict line's words, so a status reads without its mark or colour."""
@@ -33,6 +34,8 @@ class VerdictView:
     note: str
     """What qualifies it (a smoke run; why none was recorded), or nothing."""
     lines: tuple[VerdictLine, ...]
+    covers: str = ""
+    """Which implementations it covers, as a sentence; nothing for a run written before verdicts said so."""
 
     @property
     def symbol(self) -> str:
@@ -43,8 +46,10 @@ def verdict_view(results: Results) -> VerdictView:
     verdict = results.verdict
     if verdict is None:
         return VerdictView(None, "Verdict: not recorded", written_before("verdict"), ())
+    covers = (f"It covers {', '.join(verdict.covers)}: another implementation's failures and new findings are "
+              "reported (▼), not failed." if verdict.covers else "")
     return VerdictView(verdict.word, f"Verdict: {verdict.word}", SMOKE if results.run.setup.smoke else "",
-                       verdict.lines)
+                       verdict.lines, covers)
 
 
 def line_words(line: VerdictLine) -> str:

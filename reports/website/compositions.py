@@ -13,13 +13,21 @@ def findings_html(view: CompositionsView) -> Markup:
     if not view.findings:
         searched = ", ".join(f"{s.implementation} ({s.triples + s.drawn} compositions)" for s in view.searches)
         return tag("p", f"✔ No finding: {searched}.")
-    items = [tag("li", join([tag("span", "✘ " if f.known is None else "– ", aria_hidden="true"),
+    items = [tag("li", join([tag("span", _mark(f), aria_hidden="true"),
                              tag("strong", f.implementation), f" ({'known' if f.known else 'new'}):",
                              tag("pre", tag("code", f.reproduce)),
                              f"The axes that must combine: {f.axes}; {f.message}",
-                             f" Known: {f.known}" if f.known else ""]),
-                 class_="fails" if f.known is None else None) for f in view.findings]
-    return tag("ul", join(items), class_="findings")
+                             "" if f.shrunk else " (Shrinking was cut short by the budget.)",
+                             f" Known: {f.known}" if f.known else f" New: {f.advice}."]),
+                 class_="fails" if f.known is None and f.covered else None) for f in view.findings]
+    reruns = [tag("li", join([f"{s.implementation}: ", tag("code", s.rerun)])) for s in view.searches]
+    return join([tag("ul", join(items), class_="findings"),
+                 tag("p", "Each search runs again, drawing the same compositions, with:"), tag("ul", join(reruns))])
+
+
+def _mark(finding) -> str:
+    """✘ a new finding that fails the run, ▼ one reported only, – a known one."""
+    return "– " if finding.known else "✘ " if finding.covered else "▼ "
 
 
 def coverage_html(view: CompositionsView) -> Markup:

@@ -16,5 +16,6 @@ def verdict_html(results: Results) -> Markup:
     lines = [tag("li", join([tag("span", STATUS_MARKS[line.status] + " ", aria_hidden="true"), line_words(line)]),
                  class_="fails" if line.fails else "not-applicable" if line.status == "not applicable" else None)
              for line in view.lines]
-    return tag("div", join([tag("p", f"{view.symbol} {said}", class_="word"), tag("ul", join(lines))]),
+    covers = [tag("p", view.covers, class_="covers")] if view.covers else []
+    return tag("div", join([tag("p", f"{view.symbol} {said}", class_="word"), *covers, tag("ul", join(lines))]),
                class_=f"verdict verdict-{view.word.lower()}")

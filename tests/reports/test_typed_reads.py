@@ -92,7 +92,8 @@ WORDS_NOT_DECISIONS = {
     ("reports/conformance/suites.py", "line.removeprefix('implementation under test:')"): "the same header line",
     ("reports/conformance/suites.py", "Path(getattr(module, '__file__', None) or 'x').name.startswith('test_')"):
         "a module's file name",
-    ("reports/conformance/suites.py", "outcomes.count('errors')"): "pytest's parsed outcome counts",
+    ("reports/conformance/suites.py", "each.count('errors')"): "pytest's parsed outcome counts",
+    ("reports/conformance/suites.py", "node_id.split('::')"): "a pytest node id's path",
     ("reports/conformance/suites.py", "(child.get('message') or '').removeprefix('Skipped: ')"):
         "a skip reason shown without pytest's prefix",
     ("reports/conformance/suites.py", "raised[-1].rsplit('.', 1)"): "an exception's qualified name",
@@ -104,7 +105,6 @@ WORDS_NOT_DECISIONS = {
     ("reports/gate_check.py", "'run (s)' in r"): "the gate check's own table rows",
     ("reports/gpu_check.py", "text.split(',')"): "a comma-separated command-line argument",
     ("reports/gpu_check.py", "__doc__.split('\\n\\n')"): "the module docstring's first paragraph as help",
-    ("reports/nightly/job.py", "'suites/multigpu' not in (args.suite or DEFAULT_SUITES)"): "a suite path asked for",
     ("reports/nightly/preflight.py", "suite.split('::')"): "a pytest node id's path",
     ("reports/render/mutation.py", "name.removeprefix('reference/')"): "a module path shown shorter",
     ("reports/store/runs.py", "p.name.startswith('.')"): "a hidden folder in the runs root",

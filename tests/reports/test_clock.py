@@ -1,0 +1,40 @@
+"""The main job says, as each phase starts, about how long it has left, and keeps what each phase took."""
+
+import time
+
+from reports.nightly.clock import Clock, earlier_phases, first_run_plan
+from reports.store.model import PhaseTime, encode
+from reports.store.runs import Runs, dump_json
+from tests.reports.builders import results
+
+
+def test_each_phase_says_what_is_left_of_the_plan_and_the_phases_are_kept_in_order():
+    said = []
+    clock = Clock({"benchmarks": 300.0, "suites": 240.0, "search": 120.0, "report": 30.0}, "as run X took", said.append)
+    clock.phase("benchmarks", "benchmarks")
+    clock.phase("suites", "suites")
+    time.sleep(0.05)
+    clock.phase("report", "writing")
+    assert said == ["benchmarks (about 12 min left in the job, as run X took)",
+                    "suites (about 6 min left in the job, as run X took)",
+                    "writing (about 30 s left in the job, as run X took)"], said
+    times = clock.times()
+    assert [t.phase for t in times] == ["benchmarks", "suites", "report"] and times[1].seconds >= 0.05, times
+
+
+def test_a_first_run_plans_from_the_budgets_and_leaves_out_what_does_not_run():
+    plan = first_run_plan(100.0, 6, 160.0, 6, None)
+    assert set(plan) == {"benchmarks", "suites", "search", "report"}, plan
+    assert plan["benchmarks"] > 100.0 and plan["search"] > 160.0, plan
+
+
+def test_the_plan_comes_from_the_newest_run_of_this_kind_that_timed_its_phases(tmp_path):
+    runs = Runs(tmp_path)
+    timed = results("20261101T000000Z", phases=(PhaseTime("benchmarks", 400.0), PhaseTime("suites", 250.0)))
+    smoke = results("20261102T000000Z", smoke=True, phases=(PhaseTime("benchmarks", 10.0),))
+    untimed = results("20261103T000000Z")
+    for run in (timed, smoke, untimed):
+        runs.write(run.run.name, {"results.json": dump_json(encode(run))})
+    assert earlier_phases(runs, 2, smoke=False) == ("20261101T000000Z", {"benchmarks": 400.0, "suites": 250.0})
+    assert earlier_phases(runs, 2, smoke=True)[0] == "20261102T000000Z"
+    assert earlier_phases(runs, 3, smoke=False) is None
