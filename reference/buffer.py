@@ -4,6 +4,17 @@ The planner decides offsets; this module only allocates storage and points
 ``param.main_grad`` (and, under the distributed optimizer, ``param.data``),
 the buckets and the per-rank shards at it. Shard views are built lazily and
 cached, because re-slicing every bucket on every step is pure CPU overhead.
+
+A buffer of quantized params (``layout.recipe``, under ``fp8_param_gather``)
+keeps each param's quantized storage on the param (``param.fp8``: its bytes
+and scales, ``reference.quantize``) and its values, dequantized, as the
+tensor the model computes with (Transformer Engine computes from the bytes;
+a CPU has no FP8 GEMM). Its param buffer is what the distributed optimizer
+gathers into: the FP8 bytes themselves for per-tensor FP8 (``param.fp8.data``
+is a view of it), bf16 values for MXFP8, which every rank quantizes itself
+(``consume``). With ``reuses_grad_buffer`` that bf16 param view is the grad
+buffer's own memory, and ``lifecycle`` (``reference.param_gather``) keeps the
+order of its two lives.
 """
 
 from __future__ import annotations
@@ -14,6 +25,8 @@ from typing import Iterable, Mapping
 import torch
 
 from .layout import BufferLayout, LayoutConfig, ParamSpec, distributed_policy_names, plan_layout, shard_numel
+from .param_gather import Lifecycle
+from .quantize import MX, TENSOR, Fp8Tensor, Mxfp8Tensor
 
 
 def shard_buffer(buffer: torch.Tensor, parts: int) -> list[torch.Tensor]:
@@ -49,16 +62,14 @@ class ParamAndGradBuffer:
         self.params = {name: params[name] for name in layout.param_index_map}
         self.device = torch.device(device)
         self.dp = layout.dp
-        distributed = layout.padding.distributed_optimizer
         self.grad_data = torch.zeros(layout.numel, dtype=layout.grad_dtype, device=self.device)
-        self.param_data = (
-            torch.zeros(layout.numel, dtype=layout.param_dtype, device=self.device)
-            if distributed
-            else None
-        )
+        self.param_data = self._param_buffer()
+        self.lifecycle = Lifecycle.of(self.describe(), layout.num_buckets) if layout.reuses_grad_buffer else None
         for name, (start, end, _) in layout.param_index_map.items():
             param = self.params[name]
-            if self.param_data is not None:
+            if layout.recipe is not None:
+                self._quantize(param, start, end)
+            elif self.param_data is not None:
                 view = self.param_data[start:end].view(param.shape)
                 view.copy_(param.data)
                 param.data = view
@@ -66,6 +77,58 @@ class ParamAndGradBuffer:
         self.buckets = [self._bucket(i) for i in range(layout.num_buckets)]
         self._grad_shards: list[list[torch.Tensor] | None] = [None] * layout.num_buckets
         self._param_shards: list[list[torch.Tensor] | None] = [None] * layout.num_buckets
+
+    def _param_buffer(self) -> torch.Tensor | None:
+        """Where a distributed optimizer's param all-gather lands (``layout.gather_dtype``): a buffer of its own, or,
+        reusing the grad memory, its first bytes viewed as bf16 (half of an fp32 grad buffer); None without a
+        distributed optimizer."""
+        dtype = self.layout.gather_dtype
+        if dtype is None:
+            return None
+        if self.layout.reuses_grad_buffer:
+            return self.grad_data[: self.layout.param_view_elements()].view(torch.bfloat16)
+        return torch.zeros(self.layout.numel, dtype=dtype, device=self.device)
+
+    def _quantize(self, param: torch.nn.Parameter, start: int, end: int) -> None:
+        """Hold a param quantized (``param.fp8``), its values dequantized; per-tensor FP8 bytes live in the param
+        buffer."""
+        values = param.data.float()
+        if self.layout.recipe == TENSOR:
+            param.fp8 = Fp8Tensor.quantize(values, float(values.abs().max()))
+            if self.param_data is not None:
+                view = self.param_data[start:end].view(param.shape)
+                view.copy_(param.fp8.data)
+                param.fp8.data = view
+        else:
+            param.fp8 = Mxfp8Tensor.quantize(values)
+        param.data.copy_(self.dequantized(param))
+
+    @staticmethod
+    def dequantized(param: torch.nn.Parameter) -> torch.Tensor:
+        """The values a quantized param holds, as the model computes with them (MXFP8: its row-wise copy)."""
+        return param.fp8.dequantize().to(param.dtype).view(param.shape)
+
+    def consume(self, bucket_id: int) -> None:
+        """After a bucket's params were gathered: its quantized params take the gathered values (MXFP8: each rank
+        quantizes the bf16 values; per-tensor FP8: the bytes are the param's already), then, where the gather went
+        through the grad memory, that bucket's param bytes, and only those, are zeroed for backward's grads."""
+        if self.layout.recipe is None:
+            return
+        bucket = self.buckets[bucket_id]
+        for name in bucket.param_names:
+            param = self.params[name]
+            if self.layout.recipe == MX:
+                start, end = bucket.param_to_index[name]
+                param.fp8 = Mxfp8Tensor.quantize(bucket.param_data[start:end].view(param.shape))
+            param.data.copy_(self.dequantized(param))
+        if self.lifecycle is not None:
+            self.lifecycle.consume(bucket_id)
+            bucket.param_data.zero_()
+
+    def describe(self) -> str:
+        kind = "expert" if self.layout.expert_parallel else "dense"
+        held = f"{self.layout.recipe} params" if self.layout.recipe else f"{self.layout.param_dtype} params"
+        return f"the {kind} buffer of {held}, {self.layout.grad_dtype} grads"
 
     def _bucket(self, index: int) -> Bucket:
         start, end = self.layout.bucket_indices[index]
@@ -108,6 +171,8 @@ class ParamAndGradBuffer:
         return self.layout.owned_range(bucket_id, rank)
 
     def zero_grad(self) -> None:
+        if self.lifecycle is not None:
+            self.lifecycle.zero()
         self.grad_data.zero_()
 
 

@@ -34,6 +34,10 @@ class DDPConfig:
     num_distributed_optimizer_instances: int = 1
     reduce_scatter_with_fp32_accumulation: bool = False
     param_name_patterns_for_fp32_local_accumulation: tuple[str, ...] = ()
+    fp8_param_gather: bool = False
+    """Params the model marks quantized (``param.fp8_recipe``) are held in FP8 or MXFP8 and gathered so."""
+    reuse_grad_buf_for_mxfp8_param_ag: bool = False
+    """MXFP8 params are gathered in bf16 through their grad buffer's memory instead of a param buffer."""
     # Agree across ranks at every finish_grad_sync, so a problem seen by one
     # rank only (missing grad, NaN) raises everywhere instead of hanging peers.
     check_across_ranks: bool = True
@@ -59,7 +63,21 @@ class DDPConfig:
             )
         self._check_upstream_knobs()
 
+    def _check_quantized_params(self) -> None:
+        if self.reuse_grad_buf_for_mxfp8_param_ag and not self.fp8_param_gather:
+            raise ValueError("reuse_grad_buf_for_mxfp8_param_ag: got True without fp8_param_gather, but should be set "
+                             "only with it: only params held in MXFP8 gather through the grad buffer (upstream asserts "
+                             "the same)")
+        if self.fp8_param_gather and not self.distributed_optimizer:
+            raise ValueError(f"fp8_param_gather: got True with policy {self.policy!r}, but should be set only with a "
+                             f"distributed-optimizer policy ({distributed_policy_names()}): only it gathers params")
+        if self.fp8_param_gather and self.buckets_per_group != 1:
+            raise ValueError(f"buckets_per_group: got {self.buckets_per_group} with fp8_param_gather, but should be 1: "
+                             "buckets of quantized params are grouped by upstream's rule (each its own group, the "
+                             "last holding the other buffers' buckets)")
+
     def _check_upstream_knobs(self) -> None:
+        self._check_quantized_params()
         instances = self.num_distributed_optimizer_instances
         if not isinstance(instances, int) or isinstance(instances, bool) or instances < 1:
             raise ValueError(f"num_distributed_optimizer_instances: got {instances!r}, but should be an integer >= 1")
@@ -116,7 +134,9 @@ class DDPConfig:
             bucket_size = self.bucket_size or default_bucket_size(dp)
         return LayoutConfig(dp=dp // instances, policy=self.policy, bucket_size=bucket_size,
                             grad_reduce_in_fp32=self.grad_reduce_in_fp32,
-                            expert_dp=None if expert_dp is None else expert_dp // instances)
+                            expert_dp=None if expert_dp is None else expert_dp // instances,
+                            fp8_param_gather=self.fp8_param_gather,
+                            reuse_grad_buf_for_mxfp8_param_ag=self.reuse_grad_buf_for_mxfp8_param_ag)
 
     def accumulates_in_fp32(self, name: str) -> bool:
         """Whether param ``name`` accumulates its microbatch grads in an fp32 ``main_grad`` of its own."""

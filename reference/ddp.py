@@ -18,6 +18,14 @@ of the data-parallel group, with upstream's scaling (docs/rules.md, section 2).
 With several distributed-optimizer instances each buffer is planned and
 sharded for one instance and reduced within it, then across instances
 (``reference.reduction_groups``).
+
+Under ``fp8_param_gather`` the params a model marks quantized
+(``param.fp8_recipe``) are held so (``reference.buffer``), their buckets
+grouped as upstream's ``partition_buckets`` does (each FP8 bucket a group,
+the last also taking every other bucket of its kind); after a gather each
+bucket is consumed (re-quantized, and, where the gather went through the
+grad memory, zeroed), in ``start_param_sync`` or, overlapped, in the next
+forward.
 """
 
 from __future__ import annotations
@@ -77,6 +85,8 @@ class DistributedDataParallel(torch.nn.Module):
         self.local_fp32_grads = self._fp32_main_grads(named)
         self.bucket_groups = self._partition()
         self._bucket_group_of = {name: g for g in self.bucket_groups for name in g.param_names}
+        self._lifecycle_of = {name: (buf.lifecycle, b) for buf in self.buffers if buf.lifecycle is not None
+                              for name, (_, _, b) in buf.layout.param_index_map.items()}
         self._is_last_microbatch = True
         self._finished = False  # grads reduced since the last backward; the optimizer checks it
         self._param_gathers: list = []
@@ -137,31 +147,49 @@ class DistributedDataParallel(torch.nn.Module):
         return across is None or across.rank() == 0
 
     def _partition(self) -> list[BucketGroup]:
-        per = self.config.buckets_per_group
-        groups = []
-        for buf in self.buffers:
-            expert_dp = self.expert_dp if buf.layout.expert_parallel else None
-            for start in range(0, len(buf.buckets), per):
-                members = [Member(buf, b) for b in buf.buckets[start : start + per]]
-                groups.append(self.bucket_group_cls(
-                    index=len(groups),
-                    members=members,
-                    groups=self.groups_of(buf),
-                    scaling_factor=self.config.gradient_scaling_factor(self.dp, expert_dp),
-                    average_in_collective=self.config.average_in_collective,
-                    reduce_scatter=self.config.distributed_optimizer,
-                    check_for_nan=self.config.check_for_nan_in_grad,
-                    fp32_accumulation=self.config.reduce_scatter_with_fp32_accumulation,
-                    local_fp32_grads=self.local_fp32_grads,
-                ))
-        return groups
+        """Bucket groups: ``buckets_per_group`` consecutive buckets of a buffer; or, where a kind (dense, expert) has
+        a buffer of quantized params, upstream's rule: each of its buckets a group, the last one also holding
+        every bucket of the kind's other buffers (their params are few, and wait for the first layers' grads)."""
+        members: list[list[Member]] = []
+        for expert in (False, True):
+            kind = [buf for buf in self.buffers if buf.layout.expert_parallel == expert]
+            quantized = [buf for buf in kind if buf.layout.recipe is not None]
+            if quantized:
+                (fp8,) = quantized
+                groups = [[Member(fp8, b)] for b in fp8.buckets]
+                groups[-1] += [Member(buf, b) for buf in kind if buf is not fp8 for b in buf.buckets]
+                members += groups
+                continue
+            per = self.config.buckets_per_group
+            members += [[Member(buf, b) for b in buf.buckets[start: start + per]]
+                        for buf in kind for start in range(0, len(buf.buckets), per)]
+        return [self._group(i, group) for i, group in enumerate(members)]
+
+    def _group(self, index: int, members: list[Member]) -> BucketGroup:
+        buf = members[0].buffer
+        expert_dp = self.expert_dp if buf.layout.expert_parallel else None
+        return self.bucket_group_cls(
+            index=index,
+            members=members,
+            groups=self.groups_of(buf),
+            scaling_factor=self.config.gradient_scaling_factor(self.dp, expert_dp),
+            average_in_collective=self.config.average_in_collective,
+            reduce_scatter=self.config.distributed_optimizer,
+            check_for_nan=self.config.check_for_nan_in_grad,
+            fp32_accumulation=self.config.reduce_scatter_with_fp32_accumulation,
+            local_fp32_grads=self.local_fp32_grads,
+        )
 
     # -- backward -----------------------------------------------------------------------
 
     def _hook(self, name: str):
+        shared = self._lifecycle_of.get(name)
+
         def hook(param: torch.Tensor) -> None:
             if param.grad is None:
                 return
+            if shared is not None:  # its grad memory may hold params: every bucket of it must be consumed
+                shared[0].grad(shared[1])
             param.main_grad.add_(param.grad)
             param.grad = None
             if self._is_last_microbatch:
@@ -238,21 +266,42 @@ class DistributedDataParallel(torch.nn.Module):
 
     # -- params (distributed optimizer) ---------------------------------------------------
 
-    def start_param_sync(self) -> None:
-        """All-gather every bucket's params from each rank's shard (async if overlapping); a one-rank group's
-        shard is its whole bucket already."""
-        async_op = self.config.overlap_param_gather
-        for buf in self.buffers:
+    def start_param_sync(self, buffers: list[ParamAndGradBuffer] | None = None, force_sync: bool = False) -> None:
+        """All-gather every bucket's params from each rank's shard (async if overlapping, unless ``force_sync``); a
+        one-rank group's shard is its whole bucket already. A bucket gathered synchronously is consumed at once;
+        one gathered asynchronously, in ``finish_param_sync``. ``buffers``: an optimizer's own (all by
+        default)."""
+        async_op = self.config.overlap_param_gather and not force_sync
+        for buf in self.buffers if buffers is None else buffers:
             group, rank = self.group_of(buf), self.rank_in(buf)
-            if group.size() == 1:
-                continue
-            for bucket in buf.buckets:
+            for bucket in self.gathered_buckets(buf):
+                if buf.lifecycle is not None:
+                    buf.lifecycle.gather(bucket.index, async_op and group.size() > 1)
+                if group.size() == 1:
+                    buf.consume(bucket.index)
+                    continue
                 own = buf.param_shards(bucket.index)[rank]
                 work = all_gather(bucket.param_data, own, group=group, async_op=async_op)
                 if async_op:
-                    self._param_gathers.append(work)
+                    self._param_gathers.append((buf, bucket.index, work))
+                else:
+                    buf.consume(bucket.index)
+
+    def quantized_storage(self) -> dict[str, object]:
+        """Every quantized param's storage (``param.fp8``), by name."""
+        return {name: buf.params[name].fp8 for buf in self.buffers if buf.layout.recipe is not None
+                for name in buf.params}
+
+    def gathered_buckets(self, buf: ParamAndGradBuffer) -> list:
+        """The buckets of ``buf`` whose params a step's gather brings to every rank: every one."""
+        return buf.buckets
 
     def finish_param_sync(self) -> None:
-        for work in self._param_gathers:
+        """Wait for every gather in flight, then consume each bucket, in order."""
+        for buf, bucket, work in self._param_gathers:
             work.wait()
+            if buf.lifecycle is not None:
+                buf.lifecycle.waited(bucket)
+        for buf, bucket, _ in self._param_gathers:
+            buf.consume(bucket)
         self._param_gathers.clear()

@@ -19,6 +19,17 @@ nothing is updated and no param is gathered. Clipping scales the fp32 main
 grads, as upstream's mixed-precision optimizer does: a bf16 grad is copied to
 fp32 first, never clipped in bf16 (an fp32 grad is its own main grad, and stays
 clipped in its buffer).
+
+Quantized params (``fp8_param_gather``) are stepped as fp32 masters like any
+other, then staged for the gather (``stage``): per-tensor FP8 masters are
+quantized into the FP8 bytes of the rank's shard with the scale of the whole
+param's amax, agreed over the ranks that hold its shards; MXFP8 masters are
+copied, in bf16, into the param view. Where that view is the grad memory
+(the reuse) and params are gathered overlapped with the forward, the staging
+waits for ``zero_grad`` (upstream stages in ``prepare_model_params_for_param_sync``,
+after zeroing): ``zero_grad`` zeroes, stages and starts the gather. A forced
+gather (``sync_params``: evaluation, a checkpoint) stages the masters again
+first, whatever the buffer holds by then.
 """
 
 from __future__ import annotations
@@ -28,9 +39,13 @@ from typing import Callable, Sequence
 
 import torch
 
+import torch.distributed as dist
+
 from .bucket_group import GradSyncError
+from .buffer import ParamAndGradBuffer
 from .clip import clip_by_total_norm, count_zeros, grad_norm
 from .ddp import DistributedDataParallel
+from .quantize import TENSOR, Fp8Tensor, to_e4m3_bytes
 
 MakeOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 
@@ -44,6 +59,12 @@ class Slot:
     counted: bool  # whether this rank counts the slot in norms and zero counts
     fp32_grads: list[tuple[int, int, torch.Tensor]] = field(default_factory=list)
     """[start, end) of ``grad`` whose params accumulate in an fp32 main_grad of their own, and those elements of it."""
+    buffer: ParamAndGradBuffer | None = None
+    bucket: int | None = None
+    param_names: list[str] = field(default_factory=list)
+    """The params of ``param_spans``, in their order."""
+    param_offsets: list[int] = field(default_factory=list)
+    """Where each span starts in its flattened param."""
 
     def main_grad(self) -> torch.Tensor:
         """The fp32 grad the optimizer steps with: ``grad`` (itself where it is fp32), with the elements of params
@@ -66,7 +87,10 @@ class ReferenceOptimizer:
 
     def __init__(self, ddp: DistributedDataParallel, make_optimizer: MakeOptimizer,
                  max_grad_norm: float | None = None, norm_type: float = 2.0,
-                 grad_norm_skip_threshold: float | None = None) -> None:
+                 grad_norm_skip_threshold: float | None = None,
+                 buffers: list[ParamAndGradBuffer] | None = None) -> None:
+        """``buffers``: the buffers whose params this optimizer owns (all the DDP's by default; two optimizers, dense
+        and expert, each own theirs)."""
         if grad_norm_skip_threshold is not None and not grad_norm_skip_threshold > 0:
             raise ValueError(f"grad_norm_skip_threshold: got {grad_norm_skip_threshold!r}, but should be a positive "
                              "number (or None: never skip)")
@@ -76,13 +100,15 @@ class ReferenceOptimizer:
         self.norm_type = norm_type
         self.skip_threshold = grad_norm_skip_threshold
         self.skipped = False  # whether the last step was skipped for its grad norm
+        self.buffers = list(ddp.buffers if buffers is None else buffers)
+        self._stage_in_zero_grad = False  # the step's staging waits for zero_grad (the reuse, gathers overlapped)
         self.slots = self._shard_slots() if self.distributed else self._param_slots()
         self.device = ddp.buffers[0].grad_data.device
         self.optimizer = make_optimizer([s.main for s in self.slots])
 
     def _param_slots(self) -> list[Slot]:
         slots = []
-        for buf in self.ddp.buffers:
+        for buf in self.buffers:
             first_replica = self.ddp.rank_in(buf) == 0
             for param in buf.params.values():
                 model = param.data
@@ -92,23 +118,25 @@ class ReferenceOptimizer:
 
     def _shard_slots(self) -> list[Slot]:
         slots = []
-        for buf in self.ddp.buffers:
+        for buf in self.buffers:
             rank = self.ddp.rank_in(buf)
             for bucket in buf.buckets:
                 lo, hi = buf.owned_range(bucket.index, rank)
-                spans = [
-                    (max(start, lo) - lo, min(end, hi) - lo)
-                    for start, end, b in buf.layout.param_index_map.values()
-                    if b == bucket.index and max(start, lo) < min(end, hi)
-                ]
-                local = [(max(start, lo) - lo, min(end, hi) - lo,
-                          self.ddp.local_fp32_grads[name].main_grad.reshape(-1)[max(start, lo) - start:min(end, hi) - start])
-                         for name, (start, end, b) in buf.layout.param_index_map.items()
-                         if b == bucket.index and max(start, lo) < min(end, hi) and name in self.ddp.local_fp32_grads]
+                held = sorted((max(start, lo) - lo, min(end, hi) - lo, name, max(start, lo) - start)
+                              for name, (start, end, b) in buf.layout.param_index_map.items()
+                              if b == bucket.index and max(start, lo) < min(end, hi))
+                local = [(a, b, self.ddp.local_fp32_grads[name].main_grad.reshape(-1)[first:first + b - a])
+                         for a, b, name, first in held if name in self.ddp.local_fp32_grads]
                 shard = buf.param_shards(bucket.index)[rank]
-                main = shard if shard.dtype == torch.float32 else shard.float()
-                slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, sorted(spans),
-                                  self.ddp.counts_here(buf), local))
+                if buf.layout.recipe is not None:  # masters from the values the params hold (their storage is bytes)
+                    main = torch.zeros(hi - lo, dtype=torch.float32, device=shard.device)
+                    for a, b, name, first in held:
+                        main[a:b] = buf.params[name].detach().reshape(-1)[first:first + b - a].float()
+                else:
+                    main = shard if shard.dtype == torch.float32 else shard.float()
+                slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, [(a, b) for a, b, _, _ in held],
+                                  self.ddp.counts_here(buf), local, buf, bucket.index, [n for _, _, n, _ in held],
+                                  [first for _, _, _, first in held]))
         return slots
 
     def step(self) -> float | None:
@@ -130,23 +158,83 @@ class ReferenceOptimizer:
             self.optimizer.step()
         for slot in self.slots:
             slot.main.grad = None
+        for buf in self.buffers:
+            if buf.lifecycle is not None:
+                buf.lifecycle.read()  # the grads are spent: their memory may take the params
         if self.skipped:
             return norm
-        for slot in self.slots:
-            if slot.main is not slot.model:
-                slot.model.copy_(slot.main)
+        if self.distributed and self.ddp.config.overlap_param_gather and any(b.lifecycle for b in self.buffers):
+            self._stage_in_zero_grad = True  # upstream stages after zeroing, before the forward's gathers
+            return norm
+        self.stage()
         if self.distributed:
-            self.ddp.start_param_sync()
+            self.ddp.start_param_sync(self.buffers)
             if not self.ddp.config.overlap_param_gather:
                 self.ddp.finish_param_sync()
         return norm
+
+    def stage(self) -> None:
+        """The masters into what the params are gathered from (or are, without a distributed optimizer): copied in
+        the params' dtype, or quantized into per-tensor FP8 bytes with each param's agreed scale."""
+        fp8 = [slot for slot in self.slots if slot.buffer is not None and slot.buffer.layout.recipe == TENSOR]
+        if fp8:
+            self._stage_fp8(fp8)
+        for slot in self.slots:
+            if slot.buffer is not None and slot.buffer.layout.recipe == TENSOR:
+                continue
+            if slot.buffer is not None and slot.buffer.lifecycle is not None:
+                slot.buffer.lifecycle.stage(slot.bucket)
+            if slot.main is not slot.model:
+                slot.model.copy_(slot.main)
+
+    def _stage_fp8(self, slots: list[Slot]) -> None:
+        """Per-tensor FP8: each param's amax over every rank's shard of it (one MAX all-reduce a buffer), its scale
+        set on every rank, its elements of this rank's shard quantized into the shard's bytes."""
+        for buf in dict.fromkeys(slot.buffer for slot in slots):
+            names = {name: i for i, name in enumerate(buf.layout.param_index_map)}
+            amax = torch.zeros(len(names), dtype=torch.float32, device=self.device)
+            for slot in (s for s in slots if s.buffer is buf):
+                for (a, b), name in zip(slot.param_spans, slot.param_names):
+                    amax[names[name]] = torch.maximum(amax[names[name]], slot.main[a:b].abs().max())
+            group = self.ddp.group_of(buf)
+            if group.size() > 1:
+                dist.all_reduce(amax, op=dist.ReduceOp.MAX, group=group)
+            scales = {}
+            for name, value in zip(names, amax.tolist()):
+                scales[name] = Fp8Tensor.scale_of(value)
+                buf.params[name].fp8.scale_inv = torch.reciprocal(scales[name])
+            for slot in (s for s in slots if s.buffer is buf):
+                for (a, b), name in zip(slot.param_spans, slot.param_names):
+                    slot.model[a:b] = to_e4m3_bytes(slot.main[a:b] * scales[name])
+
+    def master_shards(self) -> list[tuple[str, int, torch.Tensor]]:
+        """(param name, first element in the flattened param, fp32 values) of every master piece this rank steps."""
+        if not self.distributed:
+            names = [name for buf in self.buffers for name in buf.params]
+            return [(name, 0, slot.main.reshape(-1)) for name, slot in zip(names, self.slots)]
+        return [(name, first, slot.main[a:b]) for slot in self.slots
+                for (a, b), name, first in zip(slot.param_spans, slot.param_names, slot.param_offsets)]
+
+    def sync_params(self) -> None:
+        """A forced param gather (evaluation, a checkpoint): whatever is in flight finishes, then the masters are
+        staged again, gathered and consumed at once; the buffer may hold grads or zeros by now, never the masters."""
+        self.ddp.finish_param_sync()
+        self._stage_in_zero_grad = False
+        self.stage()
+        if self.distributed:
+            self.ddp.start_param_sync(self.buffers, force_sync=True)
 
     def skips(self, norm: float | None) -> bool:
         """Whether a step whose grad norm, taken before clipping, is ``norm`` is skipped."""
         return self.skip_threshold is not None and norm > self.skip_threshold
 
     def zero_grad(self) -> None:
+        """Zero the grad buffers; where the step's staging waited for it, stage and start the gathers after."""
         self.ddp.zero_grad_buffer()
+        if self._stage_in_zero_grad:
+            self._stage_in_zero_grad = False
+            self.stage()
+            self.ddp.start_param_sync(self.buffers)
 
     def grads_for_norm(self) -> Sequence[torch.Tensor]:
         """This rank's share of the param elements of the main grads (padding never part of a norm or a zero

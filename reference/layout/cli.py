@@ -20,6 +20,7 @@ from cli import Arg, Count, Parser
 
 from .catalog import model_names, model_specs
 from .from_module import read_module
+from ..quantize import MX, RECIPES, quantizable
 from .planner import LayoutConfig, ModelLayout, ParamSpec, default_bucket_size, plan_layout
 from .policies import HIGH_BUSBW_ALIGNMENT, POLICIES
 
@@ -92,6 +93,10 @@ def parser() -> Parser:
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="the dtype every param is planned in "
                    "(default bf16)")
     p.add_argument("--grad-reduce-in-fp32", action="store_true")
+    p.add_argument("--fp8-param-gather", choices=RECIPES, default=None,
+                   help="hold the 2-D weights of linear layers quantized (fp8: per-tensor, mxfp8: 32-element "
+                        "blocks) in a buffer of their own, and give the buffers' bytes with and without MXFP8's "
+                        "reuse of the grad buffer for the param all-gather")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--summary", action="store_true", help="totals only, no per-bucket rows")
     return p
@@ -184,15 +189,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message
         return 2
+    if args.fp8_param_gather:
+        specs = [replace(s, quantized=args.fp8_param_gather) if quantizable(s.name, s.shape) else s for s in specs]
+        config = replace(config, fp8_param_gather=True)
     layout = plan_layout(specs, config)
     rows, summary, policies = bucket_rows(layout), totals(layout), policy_rows(specs, config)
+    memory = memory_rows(specs, config)
     header = {"model": label, "dp": args.dp, "ep": args.ep, "policy": args.policy,
-              "bucket_size": bucket_size, "dtype": args.dtype}
+              "bucket_size": bucket_size, "dtype": args.dtype, "fp8_param_gather": args.fp8_param_gather}
     if args.json:
         compared = {row["policy"]: {k: v for k, v in row.items() if k not in ("policy", "chosen")}
                     for row in policies}
         out = {"config": header, **({"read": found} if found else {}), "totals": summary,
-               "policies": compared}
+               "policies": compared, "memory": memory}
         if not args.summary:
             out["buckets"] = rows
         print(json.dumps(out, indent=2))
@@ -207,8 +216,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
     print(tabulate([summary], headers="keys", tablefmt="github", intfmt=",", floatfmt=".4f"))
     print()
+    print(tabulate(memory, headers="keys", tablefmt="github", intfmt=","))
+    print()
     print(tabulate(policies, headers="keys", tablefmt="github", intfmt=",", floatfmt=".4f"))
     return 0
+
+
+def memory_rows(specs: Sequence[ParamSpec], config: LayoutConfig) -> list[dict]:
+    """The bytes of the buffers (param buffers a distributed optimizer gathers into, grad buffers): as planned, and,
+    where the model holds MXFP8 params, with the grad buffer reused for their gather and without."""
+    variants = [("as planned", config)]
+    if config.fp8_param_gather and any(s.quantized == MX for s in specs) and config.padding.distributed_optimizer:
+        variants = [("without the reuse", config),
+                    ("with the reuse", replace(config, reuse_grad_buf_for_mxfp8_param_ag=True))]
+    rows = []
+    for name, variant in variants:
+        buffers = [b.memory() for b in plan_layout(specs, variant).buffers]
+        params, grads = sum(b.params for b in buffers), sum(b.grads for b in buffers)
+        rows.append({"buffers": name, "param_bytes": params, "grad_bytes": grads, "total_bytes": params + grads})
+    if len(rows) == 2:
+        saved = rows[0]["total_bytes"] - rows[1]["total_bytes"]
+        rows.append({"buffers": "saved by the reuse", "param_bytes": rows[0]["param_bytes"] - rows[1]["param_bytes"],
+                     "grad_bytes": 0, "total_bytes": saved,
+                     "share": f"{100 * saved / rows[0]['total_bytes']:.1f}%"})
+    return rows
 
 
 def describe(found: dict, ep: int) -> str:

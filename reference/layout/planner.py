@@ -13,6 +13,7 @@ from typing import Iterable, Mapping, Sequence
 
 import torch
 
+from ..quantize import MX, RECIPES
 from .policies import PaddingPolicy, get_policy, pad
 
 DEFAULT_MIN_BUCKET_SIZE = 40_000_000  # elements, upstream's default floor
@@ -39,6 +40,9 @@ class ParamSpec:
     shared_embedding: bool = False
     requires_grad: bool = True
     expert_parallel: bool = False
+    quantized: str | None = None
+    """The recipe (``reference.quantize``: fp8, mxfp8) a param is held in under ``fp8_param_gather``, as Transformer
+    Engine's quantized params are; ``from_parameter`` reads ``param.fp8_recipe``. None: held in ``dtype``."""
 
     @property
     def numel(self) -> int:
@@ -53,6 +57,7 @@ class ParamSpec:
             shared_embedding=bool(getattr(param, "shared_embedding", False)),
             requires_grad=param.requires_grad,
             expert_parallel=is_expert_parallel(param),
+            quantized=getattr(param, "fp8_recipe", None),
         )
 
 
@@ -69,6 +74,11 @@ class LayoutConfig:
     buffer level); use ``default_bucket_size(dp)`` for upstream's default.
     ``expert_dp`` is the expert-data-parallel size, ``dp / ep``, that expert
     buffers are planned (padded, sharded) for; None means ``dp`` (ep = 1).
+    ``fp8_param_gather``: quantized params (``ParamSpec.quantized``) are held
+    quantized, in a buffer of their own whose params are bytes (uint8);
+    ``reuse_grad_buf_for_mxfp8_param_ag``: an MXFP8 buffer under a
+    distributed optimizer gathers its params in bf16 through its own grad
+    memory instead of a param buffer (upstream's ``shared_buffer``).
     """
 
     dp: int = 1
@@ -76,6 +86,8 @@ class LayoutConfig:
     bucket_size: int | None = None
     grad_reduce_in_fp32: bool = False
     expert_dp: int | None = None
+    fp8_param_gather: bool = False
+    reuse_grad_buf_for_mxfp8_param_ag: bool = False
 
     def __post_init__(self) -> None:
         if not _is_count(self.dp):
@@ -95,6 +107,10 @@ class LayoutConfig:
                 "elements, or None for one bucket per buffer"
             )
         get_policy(self.policy)
+        if self.reuse_grad_buf_for_mxfp8_param_ag and not self.fp8_param_gather:
+            raise ValueError("reuse_grad_buf_for_mxfp8_param_ag: got True without fp8_param_gather, but should be "
+                             "set only with it: only params held in MXFP8 gather through the grad buffer (upstream "
+                             "asserts the same)")
 
     @property
     def padding(self) -> PaddingPolicy:
@@ -154,10 +170,37 @@ class BufferLayout(LayoutRecord):
     policy: str
     bucket_size: int | None
     params: tuple[ParamSpec, ...]
+    recipe: str | None = None
+    """The recipe its params are held in, for a buffer of quantized params (``param_dtype`` uint8); else None."""
+    reuses_grad_buffer: bool = False
+    """Its params are gathered in bf16 through its grad memory (MXFP8, a distributed optimizer, the reuse asked
+    for): it keeps no param buffer."""
 
     @property
     def padding(self) -> PaddingPolicy:
         return get_policy(self.policy)
+
+    @property
+    def gather_dtype(self) -> torch.dtype | None:
+        """What its params are all-gathered in after a distributed optimizer's step: FP8 bytes for per-tensor FP8,
+        bf16 for MXFP8 (each rank quantizes the gathered values itself), else the params' dtype; None without a
+        distributed optimizer (nothing is gathered)."""
+        if not self.padding.distributed_optimizer:
+            return None
+        return torch.bfloat16 if self.recipe == MX else self.param_dtype
+
+    def memory(self) -> BufferBytes:
+        """The bytes its grad buffer and its param buffer (where the gather lands) take."""
+        grads = self.numel * _itemsize(self.grad_dtype)
+        if self.gather_dtype is None or self.reuses_grad_buffer:
+            return BufferBytes(params=0, grads=grads)
+        return BufferBytes(params=self.numel * _itemsize(self.gather_dtype), grads=grads)
+
+    def param_view_elements(self) -> int:
+        """Grad-buffer elements the bf16 param view of a buffer that reuses its grad memory covers: every one of a
+        bf16 grad buffer, the first ceil(numel / 2) of an fp32 one (two bf16 values an element)."""
+        per_element = _itemsize(self.grad_dtype) // _itemsize(torch.bfloat16)
+        return -(-self.numel // per_element)
 
     def shard_size(self, bucket_id: int) -> int:
         """Elements each rank owns of this bucket under the distributed optimizer."""
@@ -171,6 +214,21 @@ class BufferLayout(LayoutRecord):
         start, _ = self.bucket_indices[bucket_id]
         size = self.shard_size(bucket_id)
         return start + rank * size, start + (rank + 1) * size
+
+
+@dataclass(frozen=True)
+class BufferBytes:
+    params: int
+    """The param buffer a distributed optimizer gathers into; 0 without one, or where it reuses the grad memory."""
+    grads: int
+
+    @property
+    def total(self) -> int:
+        return self.params + self.grads
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
 
 
 def shard_numel(numel: int, parts: int) -> int:
@@ -207,18 +265,30 @@ def plan_layout(params: Iterable[ParamSpec], config: LayoutConfig) -> ModelLayou
     them for ``expert_dp``, so adding experts never moves a dense offset.
     """
     specs = _checked(params)
+    recipe = _recipe(specs) if config.fp8_param_gather else None
     groups: dict[tuple[bool, torch.dtype, torch.dtype], list[ParamSpec]] = {}
     for expert in (False, True):
         for spec in specs:
             if spec.expert_parallel == expert:
                 grad_dtype = torch.float32 if config.grad_reduce_in_fp32 else spec.dtype
-                groups.setdefault((expert, spec.dtype, grad_dtype), []).append(spec)
+                param_dtype = torch.uint8 if recipe and spec.quantized else spec.dtype
+                groups.setdefault((expert, param_dtype, grad_dtype), []).append(spec)
     expert_config = replace(config, dp=config.expert_dp_size, expert_dp=None)
     buffers = tuple(
-        plan_buffer(group, expert_config if expert else config, param_dtype, grad_dtype, expert)
+        plan_buffer(group, expert_config if expert else config, param_dtype, grad_dtype, expert,
+                    recipe if param_dtype == torch.uint8 else None)
         for (expert, param_dtype, grad_dtype), group in groups.items()
     )
     return ModelLayout(config=config, buffers=buffers)
+
+
+def _recipe(specs: Sequence[ParamSpec]) -> str | None:
+    """The one recipe the model's quantized params are held in (upstream keeps one FP8 buffer a model chunk)."""
+    recipes = sorted({s.quantized for s in specs if s.quantized})
+    if len(recipes) > 1:
+        raise ValueError(f"params: got params quantized as {' and '.join(recipes)}, but should all be held in one "
+                         "recipe (one buffer of quantized params a model, as upstream's)")
+    return recipes[0] if recipes else None
 
 
 def plan_buffer(
@@ -227,6 +297,7 @@ def plan_buffer(
     param_dtype: torch.dtype,
     grad_dtype: torch.dtype,
     expert_parallel: bool = False,
+    recipe: str | None = None,
 ) -> BufferLayout:
     """Lay one dtype group out: reverse order, padded starts, closed and padded buckets."""
     policy = config.padding
@@ -272,6 +343,9 @@ def plan_buffer(
         policy=policy.name,
         bucket_size=config.bucket_size,
         params=tuple(params),
+        recipe=recipe,
+        reuses_grad_buffer=(recipe == MX and config.reuse_grad_buf_for_mxfp8_param_ag
+                            and policy.distributed_optimizer),
     )
 
 
@@ -288,6 +362,9 @@ def _checked(params: Iterable[ParamSpec]) -> list[ParamSpec]:
             )
         if spec.name in seen:
             raise ValueError(f"params: got the name {spec.name!r} twice, but names should be unique")
+        if spec.quantized is not None and spec.quantized not in RECIPES:
+            raise ValueError(f"params: {spec.name!r} is quantized as {spec.quantized!r}, but should be held in one "
+                             f"of {', '.join(RECIPES)} (or None)")
         if any(d < 0 for d in spec.shape):
             raise ValueError(f"params: {spec.name!r} has shape {spec.shape}, but sizes should be >= 0")
         seen.add(spec.name)

@@ -27,6 +27,7 @@ FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("overlap", ("suites/multigpu/test_overlap.py::*",)),
     ("finalize", ("suites/multigpu/test_finalize.py::*",)),
     ("compositions", ("suites/multigpu/test_compositions.py::*", "suites/multigpu/test_explore.py::*")),
+    ("quantized params", ("suites/multigpu/test_quantized_params.py::*",)),
     ("optimizer", ("suites/multigpu/test_vs_torch_ddp.py::*", "suites/multigpu/test_equivalent_configs.py::*")),
     ("harness", ("suites/multigpu/test_harness.py::*",)),
 )

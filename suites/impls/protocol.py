@@ -93,6 +93,9 @@ KNOBS: dict[str, str] = {
     "force_all_reduce": "finish_grad_sync(force_all_reduce=True): all-reduce even under the distributed optimizer",
     "grad_norm_skip_threshold": "make_optimizer(..., grad_norm_skip_threshold=): skip a step whose grad norm "
                                 "exceeds it",
+    "fp8_param_gather": "params the model marks quantized (param.fp8_recipe: fp8 per tensor, mxfp8) held so and "
+                        "all-gathered so after a distributed optimizer's step",
+    "reuse_grad_buf_for_mxfp8_param_ag": "MXFP8 params gathered in bf16 through their grad buffer's memory",
 }
 _DEFAULTS = DDPConfig()
 
@@ -150,6 +153,33 @@ class DDPHandle(Protocol):
         """Wait for the reductions; with the ``force_all_reduce`` knob, also ``finish_grad_sync(force_all_reduce=True)``."""
 
     def zero_grad_buffer(self) -> None: ...
+
+
+@runtime_checkable
+class HoldsQuantizedParams(Protocol):
+    """A handle whose model holds quantized params (``fp8_param_gather``): the suites read their storage."""
+
+    def quantized_storage(self) -> dict[str, object]:
+        """``{name: storage}`` of every quantized param: per-tensor FP8 with ``data`` (uint8, the param's shape)
+        and ``scale_inv`` (a float32 scalar); MXFP8 with ``rowwise`` and, for a 2-D param, ``colwise`` (else
+        None), each with ``data`` (uint8, ``(rows, length)``) and ``scales`` (uint8 E8M0 codes, one a block of 32
+        along the length)."""
+
+
+@runtime_checkable
+class ShardsMasters(Protocol):
+    """An optimizer whose fp32 masters the suites can read, piece by piece (each rank steps some)."""
+
+    def master_shards(self) -> list[tuple[str, int, torch.Tensor]]:
+        """``(param name, index of its first element in the flattened param, fp32 values)`` of every piece of a
+        master this rank steps."""
+
+
+@runtime_checkable
+class SyncsParams(Protocol):
+    """An optimizer whose params can be gathered on demand (evaluation, a checkpoint), whatever the step left."""
+
+    def sync_params(self) -> None: ...
 
 
 @runtime_checkable

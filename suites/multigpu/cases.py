@@ -64,6 +64,10 @@ class Case:
     """Finish the grad sync with finish_grad_sync(force_all_reduce=True): every rank holds every reduced grad."""
     world: int | None = None
     """Ranks the case needs (run in a pool of its own under plain pytest); None: the session's world size."""
+    quantized: str | None = None
+    """The recipe (fp8, mxfp8) the model's linear weights are held in, gathered so (``fp8_param_gather``)."""
+    reuse: bool = False
+    """MXFP8 params gathered through the grad buffer's memory (``reuse_grad_buf_for_mxfp8_param_ag``)."""
 
     @property
     def dtype(self) -> torch.dtype:
@@ -83,6 +87,8 @@ class Case:
             num_distributed_optimizer_instances=self.instances,
             reduce_scatter_with_fp32_accumulation=self.fp32_reduce_scatter,
             param_name_patterns_for_fp32_local_accumulation=self.fp32_local,
+            fp8_param_gather=self.quantized is not None,
+            reuse_grad_buf_for_mxfp8_param_ag=self.reuse,
         )
 
     def runtime_knobs(self) -> list[str]:

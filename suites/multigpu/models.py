@@ -37,9 +37,20 @@ class TinyLM(torch.nn.Module):
         return self.head(h)
 
 
-def make_model(tied: bool = False, dtype: torch.dtype = torch.float32, seed: int = 1234, **kw) -> TinyLM:
+LINEAR_WEIGHTS = ("fc1.weight", "fc2.weight")
+"""The weights of TinyLM's linear layers: what a model holds quantized under fp8_param_gather (embeddings, the norm,
+the head and biases stay in their dtype, as Transformer Engine's models hold them)."""
+
+
+def make_model(tied: bool = False, dtype: torch.dtype = torch.float32, seed: int = 1234,
+               quantized: str | None = None, **kw) -> TinyLM:
+    """``quantized``: mark the linear weights to be held in that recipe (``param.fp8_recipe``)."""
     torch.manual_seed(seed)
-    return TinyLM(tied=tied, **kw).to(dtype)
+    model = TinyLM(tied=tied, **kw).to(dtype)
+    for name, param in model.named_parameters():
+        if quantized is not None and name in LINEAR_WEIGHTS:
+            param.fp8_recipe = quantized
+    return model
 
 
 def batch(seed: int, step: int, micro: int, rank: int, ragged: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

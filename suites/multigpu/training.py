@@ -54,7 +54,7 @@ def owned_grad_pairs(ddp, rank: int, expert_rank: int | None = None, everything:
 def local_model(case: Case, ctx) -> torch.nn.Module:
     """This rank's model: the dense TinyLM, or its share of the mixture of experts."""
     if case.moe is None:
-        return make_model(case.tied, case.dtype).to(ctx.device)
+        return make_model(case.tied, case.dtype, quantized=case.quantized).to(ctx.device)
     ep_group, _ = moe.groups(case.moe, ctx.rank)
     return moe.TinyMoE(case.moe.experts_of(ctx.rank), ep_group).to(case.dtype).to(ctx.device)
 

@@ -5,7 +5,7 @@ plots, ``plots(records, out_dir) -> [paths]``. ``tests/reports/test_main.py``
 checks that every registered benchmark has one.
 """
 
-from . import bucket_size, bucketing, busbw, harness_overhead, overlap, single_process, step_time
+from . import bucket_size, bucketing, busbw, harness_overhead, overlap, quantized_params, single_process, step_time
 
 SECTIONS = {
     "busbw": busbw,
@@ -14,6 +14,7 @@ SECTIONS = {
     "bucket_size": bucket_size,
     "step_time": step_time,
     "bucketing": bucketing,
+    "quantized_params": quantized_params,
     "shard_cache": single_process,
     "planning": single_process,
 }

@@ -52,7 +52,9 @@ def test_every_adapter_provides_what_it_declared_before_its_table(name):
     if want_knobs is None:
         from suites.impls.megatron_core import upstream_knobs
 
-        want_knobs = set(upstream_knobs()) if impl.unavailable is None else set()
+        # mapped by name, but quantized params need Transformer Engine, which the adapter does not emulate
+        want_knobs = set(upstream_knobs()) - {"fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag"} \
+            if impl.unavailable is None else set()
     assert (set(impl.capabilities), set(impl.knobs)) == (want_levels, want_knobs), (
         f"{name} (levels, knobs): got {(sorted(impl.capabilities), sorted(impl.knobs))}, but should be "
         f"{(sorted(want_levels), sorted(want_knobs))}")
