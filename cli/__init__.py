@@ -7,6 +7,6 @@ floors above add their own: a run folder, a world size). ``tests/test_commands.p
 feeds each typed argument the values its kind refuses.
 """
 
-from .arguments import Arg, Count, KeyNumber, OutFolder, Parser, Real, interruptible
+from .arguments import Arg, Count, KeyNumber, OutFolder, Parser, Real, cannot_write, interruptible
 
-__all__ = ["Arg", "Count", "KeyNumber", "OutFolder", "Parser", "Real", "interruptible"]
+__all__ = ["Arg", "Count", "KeyNumber", "OutFolder", "Parser", "Real", "cannot_write", "interruptible"]

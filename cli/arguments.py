@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -85,9 +86,21 @@ class Real(Arg):
         return value
 
 
+def cannot_write(folder: Path) -> str | None:
+    """Why nothing can be written into ``folder`` (which exists), or None: the one check, which tries, writing and
+    removing a probe (permission bits say nothing to root, and /proc refuses root too)."""
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".probe-", dir=folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(handle)
+    os.unlink(probe)
+    return None
+
+
 class OutFolder(Arg):
     """A folder to write into: one that exists and can be written, or one that can be made there (its nearest
-    existing parent a folder that can be written). Nothing is made while the arguments are read."""
+    existing parent a folder that can be written, tried with a probe that is removed at once)."""
 
     kind = "output folder"
 
@@ -99,8 +112,9 @@ class OutFolder(Arg):
         if path.exists() and not path.is_dir():
             self.refuse(text, f"{self.what}, not a file")
         nearest = next((p for p in (path.absolute(), *path.absolute().parents) if p.exists()), None)
-        if nearest is None or not nearest.is_dir() or not os.access(nearest, os.W_OK | os.X_OK):
-            self.refuse(text, f"{self.what}: {nearest or path} cannot be written")
+        why = "not a folder" if nearest is None or not nearest.is_dir() else cannot_write(nearest)
+        if why:
+            self.refuse(text, f"{self.what}: {nearest or path} cannot be written ({why})")
         return path
 
 

@@ -90,8 +90,8 @@ def bad_values(arg: Arg, tmp: Path) -> list[str]:
         return [str(tmp / "missing"), str(a_file)] + ([str(other), str(tmp)] if kind == "run" else [])
     if kind == "file":
         return [str(tmp / "missing"), str(tmp)]
-    if kind == "output folder":
-        return [str(a_file), str(a_file / "under-a-file")]
+    if kind == "output folder":  # /proc: a folder whose permission bits let root in, and that refuses a file
+        return [str(a_file), str(a_file / "under-a-file"), "/proc/ddpc-out"]
     if kind == "key=number":
         return ["no-number", "key=-1", "key=fast", "=1"]
     if kind in ("factory", "names"):

@@ -349,6 +349,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
         earlier = runs.newest(lambda r: bool(r.strength))
         carried = carried_rows(earlier.strength, earlier.run.name) if earlier else {}
         strength_rows, strength_phase = measure_strength(progress, args.strength_seconds, carried)
+    phases = clock.times()  # judging and writing the run cannot time itself into it
     clock.phase("report", "judging and writing the run")
     nodes = bench.pop("nodes")
     tensors = tensors_on(backend, args.device)
@@ -363,7 +364,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
                       explorations=tuple(explorations),
                       benchmarks=records, overhead=tuple(overhead_table()), metrics={}, comparison=None, trend=(),
                       claims=(), mutation=read_score(), verdict=None, plots=(), strength_phase=strength_phase,
-                      phases=clock.times())
+                      phases=phases)
     results = judged(replace(results, metrics=collect_metrics(results)), runs, args)
     written = save(results, runs)
     print((written / "report.md").read_text())

@@ -46,7 +46,8 @@ def phases_markdown(results: Results) -> str:
         return f"Not timed ({written_before('phases')})."
     rows = [{"phase": p.phase, "seconds": f"{p.seconds:.0f}"} for p in results.phases]
     total = sum(p.seconds for p in results.phases)
-    return table(rows, numparse=False) + f"\n\n{total:.0f} s in all ({total / 60:.1f} min), the start of the ranks aside."
+    return table(rows, numparse=False) + (f"\n\n{total:.0f} s in all ({total / 60:.1f} min); judging and writing the "
+                                          "run, and the site, follow.")
 
 
 def build_report(results: Results, with_verdict: bool = True) -> str:

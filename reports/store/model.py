@@ -289,9 +289,9 @@ class Verdict:
 class PhaseTime:
     """How long one phase of the main job took: what the next run's progress lines estimate from."""
 
-    phase: Literal["benchmarks", "suites", "search", "strength", "report"] = doc(
-        "benchmarks, suites (both suites against every implementation), search (past the covering arrays), "
-        "strength (the broken implementations), or report (judging and writing the run, and the site)")
+    phase: Literal["benchmarks", "suites", "search", "strength"] = doc(
+        "benchmarks, suites (both suites against every implementation), search (past the covering arrays), or "
+        "strength (the broken implementations); judging and writing the run follow, untimed")
     seconds: float = doc("wall-clock seconds")
 
 

@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
+from cli import cannot_write
 from datamodel import DecodeError
 
 from .model import Results
@@ -164,10 +165,13 @@ class Runs:
             raise StoreError(f"--out {self.root}: got a file, but should be a folder that holds the runs")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            Path(tempfile.mkdtemp(prefix=".probe-", dir=self.root)).rmdir()
         except OSError as exc:
             raise StoreError(f"--out {self.root}: cannot write there ({exc.strerror or exc}), but should be a "
                              "folder this user can write") from exc
+        why = cannot_write(self.root)
+        if why:
+            raise StoreError(f"--out {self.root}: cannot write there ({why}), but should be a folder this user can "
+                             "write")
         self._latest_pointer()
 
     @contextmanager

@@ -129,7 +129,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call):
-    """Which compositions ran (passed or failed, not skipped), for ``--compositions-report``."""
+    """Which compositions ran (passed or failed, not skipped), for ``--compositions-report``; and, for every check
+    that failed, the one line that runs it again alone, with the same implementation."""
     outcome = yield
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("composition") if callspec else None
@@ -137,6 +138,25 @@ def pytest_runtest_makereport(item: pytest.Item, call):
     if case is not None and report.when == "call" and (report.passed or report.failed) and not hasattr(report,
                                                                                                     "wasxfail"):
         item.config.stash.setdefault(RAN, {})[item.nodeid] = space.parse(case.name)
+    if report.failed and report.when == "call":
+        report.sections.append(("rerun it alone", rerun_line(item, case)))
+
+
+def rerun_line(item: pytest.Item, case) -> str:
+    """The command that runs one failed check alone: a composition by its ``--case`` spelling (and its steps), any
+    other by its node id; with the implementation and the world size of this session, from where it ran (outside
+    this checkout: ``python -m pytest``, which imports a factory from there, and the suite's full path)."""
+    config = item.config
+    impl = config.getoption("impl", "reference")
+    extra = f" --world-size {config.getoption('world_size')}" if config.getoption("world_size") else ""
+    here = Path.cwd().resolve() == config.rootpath.resolve()
+    command = "pytest" if here else "python -m pytest"
+    if case is not None:
+        steps = f",steps={case.steps}" if case.steps != STEPS else ""
+        suite = "suites/multigpu" if here else str(config.rootpath / "suites" / "multigpu")
+        return f"{command} {suite} --impl {impl} --case '{case.name}{steps}'{extra}"
+    test = item.nodeid if here else f"{item.path}::{item.nodeid.split('::', 1)[1]}"
+    return f"{command} '{test}' --impl {impl}{extra}"
 
 
 RAN = pytest.StashKey[dict[str, dict[str, str]]]()

@@ -10,16 +10,17 @@ from tests.reports.builders import results
 
 def test_each_phase_says_what_is_left_of_the_plan_and_the_phases_are_kept_in_order():
     said = []
-    clock = Clock({"benchmarks": 300.0, "suites": 240.0, "search": 120.0, "report": 30.0}, "as run X took", said.append)
+    clock = Clock({"benchmarks": 300.0, "suites": 240.0, "search": 120.0, "strength": 30.0}, "as run X took",
+                  said.append)
     clock.phase("benchmarks", "benchmarks")
     clock.phase("suites", "suites")
     time.sleep(0.05)
-    clock.phase("report", "writing")
+    clock.phase("strength", "strength")
     assert said == ["benchmarks (about 12 min left in the job, as run X took)",
                     "suites (about 6 min left in the job, as run X took)",
-                    "writing (about 30 s left in the job, as run X took)"], said
+                    "strength (about 30 s left in the job, as run X took)"], said
     times = clock.times()
-    assert [t.phase for t in times] == ["benchmarks", "suites", "report"] and times[1].seconds >= 0.05, times
+    assert [t.phase for t in times] == ["benchmarks", "suites", "strength"] and times[1].seconds >= 0.05, times
 
 
 def test_a_first_run_plans_from_the_budgets_and_leaves_out_what_does_not_run():

@@ -39,7 +39,7 @@ def refusal(args: list[str], capsys) -> str:
     (["--suite", "suites/nowhere"], "--suite: got 'suites/nowhere', which does not exist"),
     (["--world-size", "1000"], "--world-size: got 1000, but this machine holds at most"),
     (["--launches", "0"], "--launches: got '0', but should be a whole number of launches at least 1"),
-    (["--out", "/proc/ddpc-runs"], "--out /proc/ddpc-runs: cannot write there"),
+    (["--out", "/proc/ddpc-runs"], "--out: got '/proc/ddpc-runs', but should be the runs' folder: /proc cannot be written"),
 ])
 def test_bad_input_is_refused_in_one_line_before_any_work(args, says, tmp_path, capsys):
     err = refusal(args if "--out" in args else [*args, "--out", str(tmp_path / "runs")], capsys)

@@ -1,5 +1,6 @@
 """The suites' plugin at the end of a session: a suite of which nothing ran says so, in one line, with why."""
 
+import shlex
 from types import SimpleNamespace
 
 from suites.impls import load_implementation
@@ -64,3 +65,17 @@ def test_tests_that_are_no_checks_of_the_implementation_do_not_count():
                    "layout)"], got
     assert nothing_checked(impl, {**reports("skipped", *MULTIGPU), **reports("xfailed", *MULTIGPU)},
                            set(MULTIGPU)) == []
+
+
+def test_every_failed_multirank_check_prints_the_line_that_runs_it_alone():
+    """A named case by its node id, a composition by its --case spelling; each line, run, fails the same check."""
+    spec = "fixtures.broken.no_scaling"
+    proc = run_pytest("suites/multigpu/test_vs_torch_ddp.py", "--impl", spec, "-k", "test_matches_torch_ddp and "
+                      "allreduce-overlap-tiny", in_process=True)
+    named = f"pytest 'suites/multigpu/test_vs_torch_ddp.py::test_matches_torch_ddp[allreduce-overlap-tiny]' --impl {spec}"
+    assert proc.returncode == 1 and "rerun it alone" in proc.stdout and named in proc.stdout, proc.stdout[-1500:]
+    proc = run_pytest("suites/multigpu", "--impl", spec, "--case", "microbatches=2,steps=2", in_process=True)
+    composed = f"pytest suites/multigpu --impl {spec} --case 'microbatches=2,steps=2'"
+    assert proc.returncode == 1 and composed in proc.stdout, proc.stdout[-1500:]
+    again = run_pytest(*shlex.split(named)[1:], in_process=True)
+    assert again.returncode == 1 and "1 failed" in again.stdout, again.stdout[-1500:]

@@ -1,0 +1,49 @@
+"""A user runs the suites against a factory of their own, from their own repository: the suites are named by their
+path in this checkout, the factory is imported from the current directory (``python -m pytest`` puts it on the
+path), and the result is what a run from this checkout gives, a pass or the same failure."""
+
+import subprocess
+import sys
+import textwrap
+
+from tests.pytest_run import ROOT
+
+FACTORY = """
+from torch.nn.parallel import DistributedDataParallel
+
+
+def factory(module, process_group):
+    return DistributedDataParallel(module, process_group=process_group)
+"""
+FORGETS_TO_AVERAGE = """
+import torch
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+from torch.nn.parallel import DistributedDataParallel
+
+
+def summing(state, bucket):
+    return allreduce_hook(state, bucket).then(lambda fut: fut.value()[0] * state.size())
+
+
+def factory(module, process_group):
+    ddp = DistributedDataParallel(module, process_group=process_group)
+    ddp.register_comm_hook(process_group, summing)
+    return ddp
+"""
+CHECKS = ["-k", "test_grad_sync_matches_torch_ddp and (allreduce-overlap-tiny or allreduce-microbatches)"]
+
+
+def run_from(folder, suite: str, spec: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", suite, "--impl", spec, *CHECKS],
+                          cwd=folder, capture_output=True, text=True, timeout=300)
+
+
+def test_the_suite_runs_from_another_repository_against_a_factory_there(tmp_path):
+    (tmp_path / "my_ddp.py").write_text(textwrap.dedent(FACTORY))
+    (tmp_path / "my_broken_ddp.py").write_text(textwrap.dedent(FORGETS_TO_AVERAGE))
+    suite = str(ROOT / "suites" / "multigpu" / "test_vs_torch_ddp.py")
+    passing = run_from(tmp_path, suite, "wrap:my_ddp:factory")
+    assert passing.returncode == 0 and "2 passed" in passing.stdout, passing.stdout[-2000:]
+    failing = run_from(tmp_path, suite, "wrap:my_broken_ddp:factory")
+    assert failing.returncode == 1 and "2 failed" in failing.stdout, failing.stdout[-2000:]
+    assert "rerun it alone" in failing.stdout and "--impl wrap:my_broken_ddp:factory" in failing.stdout

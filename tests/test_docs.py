@@ -1,0 +1,328 @@
+"""What the docs name exists, the counts they state are the code's, and the journal's entries are dated.
+
+Each check is a function of one doc's text, so that a planted broken doc shows
+it reports what it should (the last tests of this module):
+
+- ``path_problems``: every repository path a doc names, in a code span, a
+  fenced block or a Markdown link, exists; a link's anchor is a heading of
+  the page it points at; ``path::test_name`` (or a bare ``test_x.py::name``)
+  names a test defined there. A path counts as the repository's when its
+  first part is a top-level entry of the checkout (``suites/...``,
+  ``docs/...``, ``tox.ini``); upstream's paths (``optimizer/optimizer.py:1923``)
+  are not. Left alone: URLs, globs (``*``, ``?``, ``[``, ``{``) and
+  placeholders (``<run>``, ``...``), by ``IGNORED``; and output locations,
+  the folders ``.gitignore`` lists (``reports/runs/``, ``reports/site/``,
+  ``ci-artifacts/``, ...), by ``OUTPUTS``.
+- ``count_problems``: a count a guide states about the code is the code's:
+  ``N axes`` and ``N rules`` of the composition space; the masking values (a
+  paragraph naming ``MASKING`` lists each as ``axis=label``); the budgets (a
+  paragraph naming ``BUDGETS`` that lists them as ```key` seconds`` lists
+  every key with its seconds, and one must); the stored covering arrays (the
+  table rows ``| pairwise`` and ``| triples``); the catalogue's size where a
+  guide states it. The journal (docs/measurements/) is dated history and
+  keeps the counts of its day: its paths are checked, its counts are not.
+- ``catalogue_problems``: the docs' table of broken implementations names
+  every entry of the catalogue.
+- ``undated_entries``: every entry of the journal carries its date.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from tests.pytest_run import ROOT
+
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+JOURNAL = ROOT / "docs" / "measurements"
+GUIDES = [d for d in DOCS if JOURNAL not in d.parents]
+
+IGNORED = re.compile(r"://|[*?\[{<>]|\.\.\.|…")
+"""URLs, globs and placeholders: nothing to look for on disk."""
+
+
+def _gitignored() -> tuple[set[str], tuple[str, ...]]:
+    """Top-level names and output folders ``.gitignore`` lists (``reports/runs/`` and the like)."""
+    names, outputs = set(), []
+    for line in (ROOT / ".gitignore").read_text().splitlines():
+        line = line.strip()
+        if not line.endswith("/") or line.startswith(("*", "#")):
+            continue
+        if "/" in line[:-1]:
+            outputs.append(line)
+        else:
+            names.add(line[:-1])
+    return names, tuple(outputs)
+
+
+IGNORED_TOP, OUTPUTS = _gitignored()
+OUTPUTS = (*OUTPUTS, *(f"{n}/" for n in IGNORED_TOP))
+TOP = {p.name for p in ROOT.iterdir()} - IGNORED_TOP - {".git"}
+"""What a repository path starts with: the checkout's top-level entries, less what git ignores."""
+
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+SPAN = re.compile(r"`([^`]+)`")
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+TOKEN_SPLIT = re.compile(r"[\s'\"(),;=|]+")
+TEST_ID = re.compile(r"^([\w./-]+\.py)::(\w+)")
+BARE_TEST = re.compile(r"^(test_\w+\.py)(?:::(\w+))?")
+"""A test module named without its folder (``test_isolation.py``): it must be one of suites/ or tests/."""
+
+
+@cache
+def modules_named() -> dict[str, list[Path]]:
+    found: dict[str, list[Path]] = {}
+    for top in ("suites", "tests"):
+        for path in (ROOT / top).rglob("test_*.py"):
+            found.setdefault(path.name, []).append(path)
+    return found
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    found, seen = set(), {}
+    for line in FENCE.sub("", text).splitlines():
+        match = re.match(r"#{1,6}\s+(.*)", line)
+        if match:
+            base = slug(match.group(1))
+            n = seen.get(base, 0)
+            found.add(base if n == 0 else f"{base}-{n}")
+            seen[base] = n + 1
+    return found
+
+
+def code_tokens(text: str) -> list[str]:
+    """Every whitespace-separated word of the doc's code: fenced blocks and inline spans."""
+    blocks = FENCE.findall(text)
+    spans = SPAN.findall(FENCE.sub("", text))
+    return [t for chunk in [*blocks, *spans] for t in TOKEN_SPLIT.split(chunk) if t]
+
+
+def repository_path(token: str) -> str | None:
+    """``token`` as a path of this repository (its ``::test`` kept), or None when it names none."""
+    token = token.rstrip(".,;:")
+    token = re.sub(r":\d[\d, -]*$", "", token)  # a line number: file.py:123 or :12-34
+    if token.startswith("./"):
+        token = token[2:]
+    if not token or IGNORED.search(token) or token.startswith("/"):
+        return None
+    if token.split("/")[0].split("::")[0] not in TOP or not re.fullmatch(r"[\w./:-]+", token):
+        return None
+    if any(token.startswith(o) or token + "/" == o for o in OUTPUTS):
+        return None
+    return token
+
+
+def _defines(path: Path, name: str) -> bool:
+    return re.search(rf"^\s*(?:async\s+)?def {re.escape(name)}\b|^class {re.escape(name)}\b",
+                     path.read_text(), re.M) is not None
+
+
+def path_problems(text: str, doc: Path) -> list[str]:
+    """What ``text`` (the doc at ``doc``) names that does not exist: paths, ``file::test`` ids, links and
+    anchors."""
+    problems = []
+    for token in dict.fromkeys(code_tokens(text)):
+        token = re.sub(r"(::\w+)\[[^\]]*\]$", r"\1", token.rstrip(".,;:"))  # a test id's parameters
+        bare = BARE_TEST.match(token)
+        if bare and token == bare.group(0):
+            files = modules_named().get(bare.group(1), [])
+            if not files:
+                problems.append(f"`{bare.group(0)}`: no test module of that name in suites/ or tests/")
+            elif bare.group(2) and not any(_defines(f, bare.group(2)) for f in files):
+                problems.append(f"`{bare.group(0)}`: {bare.group(1)} defines no {bare.group(2)}")
+            continue
+        path = repository_path(token)
+        if path is None:
+            continue
+        test = TEST_ID.match(path)
+        file = test.group(1) if test else path.split("::")[0]
+        if not (ROOT / file).exists():
+            problems.append(f"`{path}`: no such file or folder")
+        elif test and not _defines(ROOT / file, test.group(2)):
+            problems.append(f"`{path}`: {file} defines no {test.group(2)}")
+    for target in dict.fromkeys(LINK.findall(FENCE.sub("", text))):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        where, _, anchor = target.partition("#")
+        page = (doc.parent / where).resolve() if where else doc
+        if where and not page.exists():
+            problems.append(f"link ({target}): no such file")
+        elif anchor and page.suffix == ".md":
+            if anchor not in anchors(page.read_text() if where else text):
+                problems.append(f"link ({target}): {page.name} has no heading #{anchor}")
+    return problems
+
+
+@cache
+def facts() -> dict:
+    """What the code says, for the counts the docs state."""
+    from benchmarks.settings import BUDGETS
+    from fixtures import broken, outsiders
+    from suites.multigpu import covering, space
+
+    pairwise = covering.rows("pairwise")
+    cover = covering.coverage("pairwise", pairwise, 2)
+    return {"axes": len(space.AXES), "rules": len(space.RULES),
+            "masking": {f"{m.axis}={m.label}" for m in space.MASKING},
+            "budgets": dict(BUDGETS), "pairwise": (len(pairwise), cover.covered, cover.allowed, cover.total),
+            "triples": len(covering.rows("triples")),
+            "broken": len(broken.NAMES), "outsiders": len(outsiders.NAMES)}
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p for p in re.split(r"\n\s*\n", FENCE.sub("", text)) if p.strip()]
+
+
+def count_problems(text: str, known: dict) -> tuple[list[str], set[str]]:
+    """The counts ``text`` states that are not ``known``'s (``facts()``), and which kinds of count it
+    states."""
+    problems, stated = [], set()
+
+    def compare(kind: str, got, want, where: str) -> None:
+        stated.add(kind)
+        if got != want:
+            problems.append(f"{kind}: the doc says {got} ({where!r}), but the code has {want}")
+
+    for pattern, kind, want in [(r"\b(\d[\d,]*) axes\b", "axes", known["axes"]),
+                                (r"\b(\d[\d,]*) rules\b", "rules", known["rules"]),
+                                (r"\b(\d[\d,]*) masking values\b", "masking values", len(known["masking"])),
+                                (r"\b(\d[\d,]*) (?:deliberately )?broken implementations\b", "broken",
+                                 known["broken"]),
+                                (r"\b(\d[\d,]*) outsiders\b", "outsiders", known["outsiders"]),
+                                (r"\b(\d[\d,]*) (?:common )?pairwise (?:compositions|rows)\b", "pairwise",
+                                 known["pairwise"][0])]:
+        for match in re.finditer(pattern, text):
+            compare(kind, _number(match.group(1)), want, match.group(0))
+    for row in re.finditer(r"^\| pairwise[^|]*((?:\| *[\d,]+ *)+)\|", text, re.M):
+        cells = tuple(_number(c) for c in re.findall(r"[\d,]+", row.group(1)))
+        compare("pairwise", cells, known["pairwise"][: len(cells)], row.group(0))
+    for row in re.finditer(r"^\| triples[^|]*\| *([\d,]+) *\|", text, re.M):
+        compare("triples", _number(row.group(1)), known["triples"], row.group(0))
+    for paragraph in _paragraphs(text):
+        if "`MASKING`" in paragraph and re.search(r"`[\w-]+=[\w-]+`", paragraph):
+            listed_values = set(re.findall(r"`([\w-]+=[\w-]+)`", paragraph))
+            compare("masking", listed_values, known["masking"], paragraph[:60])
+        listed = {k: float(v) for k, v in re.findall(r"`(\w+)` (\d+(?:\.\d+)?)\b", paragraph)}
+        if "`BUDGETS`" in paragraph and listed:
+            compare("budgets", listed, known["budgets"], paragraph[:60])
+    return problems, stated
+
+
+def catalogue_problems(text: str, names) -> list[str]:
+    """The catalogue's entries ``text`` does not name in a code span: a broken implementation added to
+    ``fixtures/broken/__init__.py`` (or ``fixtures/outsiders``) must be named in the docs' table of them."""
+    named = {t for span in SPAN.findall(FENCE.sub("", text)) for t in TOKEN_SPLIT.split(span)}
+    return [f"`{n}`: in the catalogue, not in the docs' table" for n in names if n not in named]
+
+
+CATALOGUE_DOC = ROOT / "docs" / "suites.md"
+
+
+def test_the_catalogue_table_names_every_broken_implementation():
+    from fixtures import broken, outsiders
+
+    problems = catalogue_problems(CATALOGUE_DOC.read_text(), [*broken.NAMES, *outsiders.NAMES])
+    assert not problems, f"{CATALOGUE_DOC.relative_to(ROOT)}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.relative_to(ROOT).as_posix() for d in DOCS])
+def test_every_path_test_and_link_a_doc_names_exists(doc):
+    problems = path_problems(doc.read_text(), doc)
+    assert not problems, f"{doc.relative_to(ROOT)}: got names of nothing:\n" + "\n".join(problems)
+
+
+def test_the_counts_the_guides_state_are_the_codes():
+    problems, stated = [], set()
+    for doc in GUIDES:
+        found, kinds = count_problems(doc.read_text(), facts())
+        problems += [f"{doc.relative_to(ROOT)}: {p}" for p in found]
+        stated |= kinds
+    assert not problems, "got counts the code does not have:\n" + "\n".join(problems)
+    assert {"axes", "rules", "masking", "budgets", "pairwise", "triples"} <= stated, (
+        f"got the counts stated for {sorted(stated)}, but the guides should state the composition space's "
+        "axes, rules, masking values and covering arrays (docs/suites.md) and every budget "
+        "(docs/reading-a-run.md)")
+
+
+def undated_entries(text: str) -> list[str]:
+    """The entries of a journal page (its ``##`` headings) whose heading carries no date (YYYY-MM-DD)."""
+    return [line for line in FENCE.sub("", text).splitlines()
+            if re.match(r"##\s", line) and not re.search(r"20\d\d-\d\d-\d\d", line)]
+
+
+def test_the_journal_is_one_folder_of_dated_entries():
+    """Each entry of docs/measurements/ (a heading below the page's title) carries its date."""
+    undated = [f"{page.name}: {line}" for page in sorted(JOURNAL.glob("*.md")) if page.name != "README.md"
+               for line in undated_entries(page.read_text())]
+    assert not undated, "got journal entries without a date in their heading:\n" + "\n".join(undated)
+
+
+PLANTED = """# A planted page
+
+## Real section
+
+See `suites/multigpu/space.py`, `docs/rules.md`, `fixtures/configs/llama-2-70b.json:3`,
+[the rules](rules.md#1-buffer-layout-megatron-lms-rule), [here](#real-section) and
+`tests/reports/test_main.py::test_every_benchmark_has_a_section_of_the_report`.
+Never checked: `reports/runs/<run>`, `suites/*.py`, https://example.com/x.py, `optimizer/optimizer.py:1923`,
+`reports/site/index.html`, `ci-artifacts/site-screenshots`.
+
+```bash
+python -m reference.layout --config fixtures/configs/no-such-model.json --dp 64
+```
+
+Broken: `suites/multigpu/no_such_module.py`, [gone](no-such-page.md), [dead](rules.md#no-such-section),
+`tests/reports/test_main.py::test_no_such_test`, [here too](#no-such-heading).
+"""
+
+
+def test_the_path_check_reports_a_missing_path_test_link_and_anchor():
+    problems = path_problems(PLANTED, ROOT / "docs" / "planted.md")
+    assert len(problems) == 6, problems
+    for name in ("fixtures/configs/no-such-model.json", "suites/multigpu/no_such_module.py",
+                 "no-such-page.md", "rules.md#no-such-section", "test_no_such_test", "#no-such-heading"):
+        assert any(name in p for p in problems), (name, problems)
+
+
+def test_the_count_check_reports_each_wrong_count():
+    known = facts()
+    dropped = next(iter(known["budgets"]))
+    wrong_budget = ", ".join(f"`{k}` {v:g}" for k, v in known["budgets"].items() if k != dropped)
+    masking = sorted(known["masking"])
+    planted = (f"The space has **{known['axes'] + 1} axes** and {known['rules'] - 1} rules.\n\n"
+               f"The masking values (`MASKING`): " + ", ".join(f"`{m}`" for m in masking[1:]) + ".\n\n"
+               f"The budgets (`BUDGETS`, seconds): {wrong_budget}.\n\n"
+               "| set | compositions | covered |\n|---|---|---|\n"
+               f"| pairwise (every pair) | {known['pairwise'][0] - 25} | {known['pairwise'][1]} |\n"
+               f"| triples (every three) | {known['triples'] + 1} |\n\n"
+               f"`fixtures/broken/` holds {known['broken'] - 1} broken implementations.\n")
+    problems, stated = count_problems(planted, known)
+    assert {"axes", "rules", "masking", "budgets", "pairwise", "triples", "broken"} <= stated, stated
+    assert len(problems) == 7, "\n".join(problems)
+    right = planted.replace(f"{known['axes'] + 1} axes", f"{known['axes']} axes")
+    assert len(count_problems(right, known)[0]) == 6, "a right count is not reported"
+
+
+def test_the_catalogue_check_reports_an_entry_the_table_leaves_out():
+    table = "| layout | `wrong_divisor` (lcm(dp, 64)), `forward_order` |\n"
+    assert catalogue_problems(table, ["wrong_divisor", "forward_order"]) == []
+    assert catalogue_problems(table, ["wrong_divisor", "forward_order", "closing_off_by_one"]) == [
+        "`closing_off_by_one`: in the catalogue, not in the docs' table"]
+
+
+def test_the_journal_check_reports_an_undated_entry():
+    page = "# Gate\n\n## 2026-11-27, commit 05ed328: launches\n\n### detail\n\n## The gate, later\n"
+    assert undated_entries(page) == ["## The gate, later"]
