@@ -8,6 +8,7 @@ It talks to the parent over one pipe: ``ready`` once it has joined the group
 from __future__ import annotations
 
 import ctypes
+import multiprocessing.forkserver
 import dataclasses
 import os
 import pickle
@@ -100,6 +101,7 @@ def _run(ctx, task: Task) -> Outcome:
 def die_with_parent(parent: int) -> None:
     """Linux: get SIGKILL when the process that started this one dies (the parent, or the fork server that ends
     with it), even if it is killed before it can clean up; leave at once if ``parent`` is already gone."""
+    release_fork_server()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -110,3 +112,15 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
     if os.getppid() == 1:  # whoever forked this one died before the line above took effect
         os._exit(1)
+
+
+def release_fork_server() -> None:
+    """Let the fork server end with the job. It hands every child it forks the job's end of its liveness pipe (so
+    a child could fork through it too), and it stays up while any holder lives; a rank that holds it then keeps
+    alive the server its PDEATHSIG is tied to. A job stopped between starting two ranks left the first waiting
+    to join, with the server, until the startup timeout (60 s or more). Ranks fork nothing through the server."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        os.close(fd)
+        server._forkserver_alive_fd = None
