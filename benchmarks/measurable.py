@@ -43,6 +43,8 @@ class Refusal:
     kind: str = doc(f"{NOT_MEASURABLE}, {FAILURE} or {FINDING}")
     why: str = doc("what made it so, with the numbers")
     remedy: str = doc("what to try (measurement failures only)", "")
+    rule: str = doc("the test that refused it, without the numbers: the refusals of one benchmark under one rule "
+                    "read as one line; empty: the reason stands alone", "")
 
     def __str__(self) -> str:
         """One line for a table cell or a claim: 'measurement failure: ...; try ...'."""
@@ -52,7 +54,8 @@ class Refusal:
 def lone_rank(world_size: int, what: str) -> Refusal | None:
     """At one rank a figure about communication ``what`` (e.g. "to hide") has no denominator."""
     if world_size == 1:
-        return Refusal(NOT_MEASURABLE, f"one rank: nothing is communicated, so there is no communication {what}")
+        return Refusal(NOT_MEASURABLE, f"one rank: nothing is communicated, so there is no communication {what}",
+                       rule="one rank")
     return None
 
 
@@ -60,14 +63,15 @@ def noise_bound(denominator: Sequence[float], what: str, unit: str) -> Refusal |
     """Why ``denominator`` (per-round samples of ``what``, in ``unit``) cannot divide anything, or None."""
     figure = Figure.of(denominator, unit, "lower")
     if figure.median <= 0:
-        return Refusal(NOT_MEASURABLE, f"{what} = {shown(figure.median, unit)}: not above zero")
+        return Refusal(NOT_MEASURABLE, f"{what} = {shown(figure.median, unit)}: not above zero",
+                       rule=f"{what} not above zero")
     interval = figure.interval
     if interval is not None and interval[0] <= 0:
         return Refusal(NOT_MEASURABLE, f"{what}'s 95% interval reaches zero ({shown(interval[0], unit)} to "
-                                       f"{shown(interval[1], unit)})")
+                                       f"{shown(interval[1], unit)})", rule=f"{what}'s 95% interval reaches zero")
     if figure.n > 1 and figure.median < figure.iqr:
         return Refusal(NOT_MEASURABLE, f"{what} = {shown(figure.median, unit)}, below its own spread "
-                                       f"(IQR {shown(figure.iqr, unit)})")
+                                       f"(IQR {shown(figure.iqr, unit)})", rule=f"{what} below its own spread")
     return None
 
 
@@ -80,7 +84,7 @@ def outside(figure: Figure, low: float, high: float, what: str, benchmark: str, 
     meaning = below if figure.median < low else above
     return Refusal(FAILURE, f"{what} = {figure.median:.3g}, outside [{low:g}, {high:g}]" + (f" ({meaning})"
                                                                                            if meaning else ""),
-                   REMEDY.format(benchmark=benchmark))
+                   REMEDY.format(benchmark=benchmark), rule=f"{what} outside [{low:g}, {high:g}]")
 
 
 def below_zero(difference: Figure, what: str, benchmark: str) -> Refusal | None:
@@ -91,7 +95,7 @@ def below_zero(difference: Figure, what: str, benchmark: str) -> Refusal | None:
         return None
     return Refusal(FAILURE, f"{what} was below zero beyond noise (95% interval {shown(interval[0], difference.unit)} "
                             f"to {shown(interval[1], difference.unit)}), which cannot happen",
-                   REMEDY.format(benchmark=benchmark))
+                   REMEDY.format(benchmark=benchmark), rule=f"{what} below zero beyond noise")
 
 
 def costs_more(overlap: Figure, serial: Figure) -> Refusal | None:
@@ -103,7 +107,7 @@ def costs_more(overlap: Figure, serial: Figure) -> Refusal | None:
     difference = overlap.median - serial.median
     return Refusal(FINDING, f"overlapping costs more than it hides here: the overlapped step took "
                             f"{_step(overlap)} against {_step(serial)} serial, {shown(difference, 's')} more "
-                            "(intervals apart)")
+                            "(intervals apart)", rule="overlapping costs more than it hides")
 
 
 def _step(figure: Figure) -> str:

@@ -98,7 +98,7 @@ class Benchmark:
 
 ABSOLUTE_THRESHOLD = 0.25
 """Absolute times and bandwidths move with the machine's state from one run to the next, whatever the code
-(docs/nightly.md measures how much): they are informative, with this practical threshold; what is gated is
+(docs/measurements/gate.md measures how much): they are informative, with this practical threshold; what is gated is
 measured side by side in one run (ratios, efficiencies) or counted."""
 
 

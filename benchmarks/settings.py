@@ -17,10 +17,10 @@ INFORMATIVE_ROUNDS = 15
 BUDGETS = {"busbw": 45.0, "harness_overhead": 20.0, "overlap": 120.0, "step_time": 90.0, "bucket_size": 30.0,
            "quantized_params": 15.0}
 """Seconds of calibrated rounds of each benchmark with gated figures (its warm-up and informative parts
-aside); docs/nightly.md says what the whole job's benchmarks take with them."""
+aside); docs/measurements/benchmarks.md says what the whole job's benchmarks take with them."""
 LAUNCHES = 1
 """Launches the step-time benchmark's rounds are shared among: 3 caught a 5% slowdown no more often than 1 on this
-project's machine, at twice the time (docs/nightly.md, "The gate measured"); more may pay on a node where a process's
+project's machine, at twice the time (docs/measurements/gate.md); more may pay on a node where a process's
 level is most of a run's spread."""
 
 

@@ -30,7 +30,7 @@ their counts are exact) several times back to back on this machine and:
 Every run samples as the nightly job does, each benchmark within its time
 budget; ``--budget BENCHMARK=SECONDS`` (repeatable) changes one, to see what
 a larger budget buys. It is a benchmark, not a test: it takes most of an hour
-on 2 cores, and its figures belong in docs/nightly.md (the latest curve in
+on 2 cores, and its figures belong in docs/measurements/gate.md (the latest curve in
 the README), with the date, the commit and the machine.
 """
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _pytest.junitxml import xml_key
 from hypothesis import HealthCheck, Phase, settings
 
 from ranks.startup import DEVICE_ENV, DEVICES
@@ -39,6 +40,7 @@ from .expectations import Expectation, load_expectations
 from .impls import load_implementation
 from .impls.protocol import CAPABILITIES, ReportsLines, SharesExpectations
 from .impls.support import AsksItself, levels, provides, why_not
+from .junit import IMPLEMENTATION, LEVEL
 from .multigpu.records import COMPOSED
 
 IMPL_ENV = "DDPC_IMPL"
@@ -128,6 +130,17 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     lines += [f"  {line}" for line in (impl.report_lines() if isinstance(impl, ReportsLines) else [])]
     lines.append(f"hypothesis profile: {settings._current_profile}")
     return lines
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The implementation and its levels as properties of the JUnit XML, where one is written (``suites.junit``)."""
+    xml = session.config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    impl = session.config._ddpc_impl
+    xml.add_global_property(IMPLEMENTATION, f"{impl.name} {impl.version}")
+    for level in sorted(levels(impl)):
+        xml.add_global_property(LEVEL, level)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -326,3 +326,35 @@ def test_the_catalogue_check_reports_an_entry_the_table_leaves_out():
 def test_the_journal_check_reports_an_undated_entry():
     page = "# Gate\n\n## 2026-11-27, commit 05ed328: launches\n\n### detail\n\n## The gate, later\n"
     assert undated_entries(page) == ["## The gate, later"]
+
+
+INDEX_PAGES = {"docs/nightly.md": "an index of the pages its sections moved to"}
+"""Pages that hold nothing of their own: code cites the page that holds the matter."""
+CITED = re.compile(r"\bdocs/[\w./-]+\.md\b")
+CODE = [p for pattern in ("*.py", "*.txt", "*.toml", "*.ini")
+        for p in ROOT.glob(f"**/{pattern}")
+        if not {".tox", ".git", "node_modules"} & set(p.relative_to(ROOT).parts) and p != Path(__file__)]
+"""The project's code and configuration (this module plants broken citations of its own)."""
+
+
+def citation_problems(text: str, root: Path = ROOT) -> list[str]:
+    """Each docs/ page a file of code cites that is gone, or is an index page."""
+    problems = []
+    for page in dict.fromkeys(CITED.findall(text)):
+        if not (root / page).is_file():
+            problems.append(f"{page}: no such page")
+        elif page in INDEX_PAGES:
+            problems.append(f"{page}: {INDEX_PAGES[page]}; cite the page that holds it")
+    return problems
+
+
+def test_every_page_the_code_cites_exists_and_holds_the_matter():
+    problems = [f"{p.relative_to(ROOT)}: {problem}" for p in CODE for problem in citation_problems(p.read_text())]
+    assert not problems, "got citations of docs that do not hold them:\n" + "\n".join(problems)
+
+
+def test_the_citation_check_reports_a_gone_page_and_an_index():
+    text = '"""See docs/rules.md, docs/nightly.md ("The gate measured") and docs/no-such-page.md."""'
+    assert citation_problems(text) == [
+        "docs/nightly.md: an index of the pages its sections moved to; cite the page that holds it",
+        "docs/no-such-page.md: no such page"]

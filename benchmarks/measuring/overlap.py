@@ -23,7 +23,7 @@ from .timing import timed
 
 CALIBRATION_ROUNDS = 20
 """Rounds of ``depth`` all-reduces that size the emulated compute: enough that the size (and the efficiency with
-it) does not move between runs of the same code (docs/nightly.md)."""
+it) does not move between runs of the same code (docs/measurements/benchmarks.md)."""
 
 
 CALIBRATION_WARMUP = 3
@@ -152,7 +152,8 @@ def communication_check(compute: list[float], serial: list[float], *, world_size
     noise = Figure.of(compute, "s", "lower")
     if noise.n > 1 and communication.median < noise.iqr:
         return communication, Refusal(NOT_MEASURABLE, f"serial - compute = {shown(communication.median, 's')}, below "
-                                                      f"the compute step's own spread (IQR {shown(noise.iqr, 's')})")
+                                                      f"the compute step's own spread (IQR {shown(noise.iqr, 's')})",
+                                      rule="serial - compute below the compute step's spread")
     return communication, None
 
 
@@ -165,7 +166,8 @@ def efficiency_of(compute: list[float], overlap: list[float], serial: list[float
         return None, refused
     kept = hidden_shares(compute, overlap, serial)
     if not kept:
-        return None, Refusal(NOT_MEASURABLE, "no round's serial step was slower than its compute step")
+        return None, Refusal(NOT_MEASURABLE, "no round's serial step was slower than its compute step",
+                             rule="no round's serial step slower than compute")
     efficiency = Figure.of(kept, "", "higher", "absolute")
     refused = (below_zero(Figure.of([o - c for c, o in zip(compute, overlap)], "s", "lower"),
                           "the overlapped step minus the compute step", "overlap")

@@ -1,6 +1,6 @@
 """Which change-point detector the trend uses, measured: series of nights drawn from the real rounds of recorded
 runs, steps of 1% to 10% planted at several nights, each detector's false change points per 100 nights and the
-steps it finds (``python -m reports.gate_check --part changepoints``; docs/nightly.md, "Change points").
+steps it finds (``python -m reports.gate_check --part changepoints``; docs/measurements/gate.md, "the trend's change-point detectors").
 
 A night is the median of ``ROUNDS`` rounds drawn from a smoothed bootstrap of a figure's rounds in the stored runs
 (its pooled, median-normalized samples plus Gaussian noise of Silverman's bandwidth), with the 95% interval of

@@ -10,7 +10,7 @@ segmentation (``ruptures.Binseg``, least-squares cost, the BIC penalty
 nights' differences, robustly, and the median night's own interval of the
 median),
 chosen over asv's step detection and three others by measurement
-(docs/nightly.md, "Change points": planted steps of 1 to 10% on the real
+(docs/measurements/gate.md, "the trend's change-point detectors": planted steps of 1 to 10% on the real
 noise of this project's runs). Without ruptures installed the series come
 without change points, and say so. A change point *moved* the figure when
 the levels on either side differ by more than the comparison's practical

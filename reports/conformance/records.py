@@ -13,19 +13,32 @@ from .families import FamilyTally
 
 
 @dataclass(frozen=True)
+class Failure:
+    """One test that failed or errored, or a suite session that did not run."""
+
+    test: str = doc("the test's pytest node id; empty: the session itself failed to run")
+    message: str = doc("what it said, cut at 300 characters (500 of the output for a session)")
+
+    def __str__(self) -> str:
+        return f"{self.test}: {self.message}" if self.test else self.message
+
+
+@dataclass(frozen=True)
 class SuiteRun:
     """One suite run against one implementation: its outcomes, counted and per family of checks."""
 
     suite: str = doc("the suite's path")
     impl: str = doc("the implementation asked for (--impl)")
-    header: str = doc("the implementation and its version as the suite's header named them")
+    implementation: str = doc("the implementation's name and version as the suite named them; empty: the suite "
+                              "did not start")
+    levels: tuple[str, ...] = doc("the capability levels it provides, as the suite read them")
     passed: int = doc("tests passed")
     failed: int = doc("tests failed")
     skipped: int = doc("tests skipped, each with its reason")
     xfailed: int = doc("expected failures: recorded findings about the implementation")
     errors: int = doc("tests that errored (a fixture or the harness), and a suite that did not run")
     seconds: float = doc("the tests' time")
-    failures: tuple[str, ...] = doc("each failure: the test and its message")
+    failures: tuple[Failure, ...] = doc("each failure: the test and its message")
     failed_ids: tuple[str, ...] = doc("pytest node ids of failed or erroring tests")
     crashed_ids: tuple[str, ...] = doc("the failed ones that did not fail a check: an exception other than an "
                                        "assertion ended them")
@@ -60,9 +73,8 @@ class SuiteRun:
 
     @property
     def label(self) -> str:
-        """The implementation and its version as the suite's header names them (levels left out), else the name
-        asked for."""
-        return self.header.split(" (levels")[0] if self.header else self.impl
+        """The implementation and its version as the suite named them, else the name asked for."""
+        return self.implementation or self.impl
 
 
 CaughtIn = Literal["suite", "triples", "nowhere"]

@@ -34,7 +34,9 @@ from ranks.worker import die_with_parent
 
 
 from .families import Counting, frozen_families, tally
-from .records import SuiteRun
+from suites.junit import IMPLEMENTATION, LEVEL
+
+from .records import Failure, SuiteRun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,13 +79,14 @@ def run_suites(suites: list[str], impl: str, extra_args: list[str] | None = None
         run = pytest_in_process if in_process else _pytest_child
         code, stdout, stderr = run(args, child_environment(world_size, allow_world_size))
         outcomes = {suite: Outcomes() for suite in suites}
+        implementation, provided = "", ()
         if xml_path.exists():
-            _read_junit(xml_path, outcomes)
+            implementation, provided = _read_junit(xml_path, outcomes)
         elif code not in (0, 5):
             for each in outcomes.values():
                 each.count("errors")
-                each.failures.append(f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}")
-    return [each.run(suite, impl, _header_line(stdout), _exit_code(code, each, len(suites)))
+                each.failures.append(Failure("", f"pytest exited {code}: {(stderr or stdout).strip()[-500:]}"))
+    return [each.run(suite, impl, implementation, _exit_code(code, each, len(suites)), provided)
             for suite, each in outcomes.items()]
 
 
@@ -103,7 +106,7 @@ class Outcomes:
 
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTED, 0))
     seconds: float = 0.0
-    failures: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
     failed_ids: list[str] = field(default_factory=list)
     crashed_ids: list[str] = field(default_factory=list)
     skip_reasons: dict[str, int] = field(default_factory=dict)
@@ -116,8 +119,9 @@ class Outcomes:
         """Whether a test failed or errored."""
         return any(self.counts[outcome] for outcome in FAILING)
 
-    def run(self, suite: str, impl: str, header: str, exit_code: int) -> SuiteRun:
-        return SuiteRun(suite, impl, header, **self.counts, seconds=self.seconds, failures=tuple(self.failures),
+    def run(self, suite: str, impl: str, implementation: str, exit_code: int, provided: tuple[str, ...] = ()
+            ) -> SuiteRun:
+        return SuiteRun(suite, impl, implementation, provided, **self.counts, seconds=self.seconds, failures=tuple(self.failures),
                         failed_ids=tuple(self.failed_ids), crashed_ids=tuple(self.crashed_ids),
                         skip_reasons=self.skip_reasons, families=frozen_families(self.families), exit_code=exit_code)
 
@@ -175,19 +179,14 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
         os.environ.update(before)
 
 
-def _header_line(stdout: str) -> str:
-    for line in stdout.splitlines():
-        if line.startswith("implementation under test:"):
-            return line.removeprefix("implementation under test:").strip()
-    return ""
-
-
-def _read_junit(path: Path, results: dict[str, Outcomes]) -> None:
+def _read_junit(path: Path, results: dict[str, Outcomes]) -> tuple[str, tuple[str, ...]]:
+    """Each test's outcome into the suite that holds it; returns the implementation and the levels it provides, as
+    the session recorded them (``suites.junit``)."""
     root = ET.parse(path).getroot()
+    properties = [(p.get("name"), p.get("value") or "") for p in root.iter("property")]
     for case in root.iter("testcase"):
         result = _suite_of(_node_id(case), results)
         result.seconds += float(case.get("time", 0))
-        name = f"{case.get('classname')}::{case.get('name')}"
         outcome, note = "passed", ""
         for child in case:
             if child.tag == "skipped":
@@ -198,12 +197,14 @@ def _read_junit(path: Path, results: dict[str, Outcomes]) -> None:
             elif child.tag in ("failure", "error"):
                 note = (child.get("message") or "").splitlines()[0] if child.get("message") else ""
                 outcome = "failed" if child.tag == "failure" else "errors"
-                result.failures.append(f"{name}: {(child.get('message') or '')[:300]}")
+                result.failures.append(Failure(_node_id(case), (child.get("message") or "")[:300]))
                 result.failed_ids.append(_node_id(case))
                 if crashed(child.get("message") or "", child.text or ""):
                     result.crashed_ids.append(_node_id(case))
         result.count(outcome)
         tally(result.families, _node_id(case), "failed" if outcome == "errors" else outcome, note)
+    implementation = next((value for name, value in properties if name == IMPLEMENTATION), "")
+    return implementation, tuple(value for name, value in properties if name == LEVEL)
 
 
 def _suite_of(node_id: str, results: dict[str, Outcomes]) -> Outcomes:

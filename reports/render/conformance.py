@@ -9,10 +9,15 @@ from ..views.compositions import CompositionsView
 from .table import table
 
 
+def _named(run: SuiteRun) -> str:
+    """The implementation as the suite named it, with its levels; the name asked for where the suite did not start."""
+    return f"{run.label} (levels: {', '.join(run.levels) or 'none'})" if run.implementation else run.impl
+
+
 def conformance_markdown(results: Sequence[SuiteRun]) -> str:
     """One row per (suite, implementation), then each run's failures and skip reasons."""
     rows = [
-        {"suite": r.suite, "implementation": r.header or r.impl, "passed": r.passed,
+        {"suite": r.suite, "implementation": _named(r), "passed": r.passed,
          "failed": r.failed + r.errors, "skipped": r.skipped, "xfailed": r.xfailed,
          "verdict": SUITE_WORDS[r.status]}
         for r in results

@@ -60,7 +60,7 @@ def build_report(results: Results, with_verdict: bool = True) -> str:
         f"{' (SMOKE: timings mean nothing)' if run.setup.smoke else ''}. Timed figures are medians "
         f"[95% interval of the median] over repeated rounds; {UNSTABLE_MARK} marks a figure whose spread passes "
         "its limit." + (f" Reproduce: `{' '.join(run.command)}` at commit {run.commit}." if run.command else ""),
-        "## Summary", summary_markdown(results, with_verdict),
+        "## Summary", with_unstable_footnote(summary_markdown(results, with_verdict), results.metrics),
         "## Conformance matrix", matrix_markdown(results.conformance),
         "## Conformance", conformance_markdown(results.conformance) if results.conformance
         else "Not run (--no-suites).",
@@ -70,14 +70,16 @@ def build_report(results: Results, with_verdict: bool = True) -> str:
         "Not run (smoke mode, --no-suites or --no-strength); tests/reports/conformance/test_strength.py checks the "
         "catalogue in CI.",
         score_markdown(results.mutation),
-        "## Comparison with the previous run of this setup", run_comparison_markdown(results.comparison),
+        "## Comparison with the previous run of this setup",
+        with_unstable_footnote(run_comparison_markdown(results.comparison), results.comparison),
         "## Trend over the last runs of this setup", trend_markdown(results.trend),
         "## The design notes' claims, checked", claims_markdown(results.claims),
     ]
     for benchmark in BENCHMARKS:
         records = results.records(benchmark.name)
         if records:
-            parts += [f"## {benchmark.title}", SECTIONS[benchmark.name].markdown(records)]
+            parts += [f"## {benchmark.title}",
+                      with_unstable_footnote(SECTIONS[benchmark.name].markdown(records), records)]
     parts += [
         "## Padding overhead: the design notes' table recomputed",
         "Bucket size 40,000,000 elements; padding counts every element that is not a parameter "
@@ -97,7 +99,7 @@ def build_report(results: Results, with_verdict: bool = True) -> str:
                   + ("; ".join(results.upgraded.left_out) or "nothing") + "."]
     if results.plots:
         parts += ["## Plots", "\n".join(f"![{p}]({p})" for p in results.plots)]
-    return "\n\n".join(with_unstable_footnote(part) for part in parts) + "\n"
+    return "\n\n".join(parts) + "\n"
 
 
 def draw_plots(results: Results, out: Path) -> list[Path]:

@@ -14,10 +14,8 @@ mark it with a single sign.
 
 from __future__ import annotations
 
-import re
-
 from benchmarks import BENCHMARKS
-from benchmarks.measurable import FINDING
+from benchmarks.measurable import FINDING, Refusal
 from benchmarks.registry import Metric
 from benchmarks.stats import UNSTABLE_MARK, describe
 from hardware.noise import suspects
@@ -54,33 +52,26 @@ def missed_targets(metrics: dict[str, Metric]) -> list[str]:
     return sorted(k for k, m in metrics.items() if m.sampling and not m.gated)
 
 
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
-
-
 def not_given(results: Results, findings: bool) -> list[str]:
-    """Each kind of figure not given (refused, or ``findings``), once per benchmark, with how many records it
-    concerns.
-
-    Reasons that differ only in their numbers (one per message size, say) read as one line, each number shown
-    as the range it took.
-    """
-    groups: dict[tuple[str, str], list[str]] = {}
+    """Each kind of figure not given (refused, or ``findings``), once per benchmark and rule (``Refusal.rule``),
+    with how many records it concerns and the first one's reason with its numbers."""
+    groups: dict[tuple[str, str], list[Refusal]] = {}
     for benchmark in BENCHMARKS:
         for record in results.records(benchmark.name):
             refused = getattr(record, "refused", None)
             if refused and (refused.kind == FINDING) == findings:
-                text = str(refused)
-                groups.setdefault((benchmark.title, NUMBER.sub("#", text)), []).append(text)
-    return [f"{title} ({len(texts)} figure{'s' if len(texts) != 1 else ''}): {_ranged(texts)}"
-            for (title, _), texts in groups.items()]
+                groups.setdefault((benchmark.title, refused.rule or str(refused)), []).append(refused)
+    return [f"{title} ({len(each)} figure{'s' if len(each) != 1 else ''}): {_one_line(each)}"
+            for (title, _), each in groups.items()]
 
 
-def _ranged(texts: list[str]) -> str:
-    """``texts`` of one shape as one, each number that varies shown as 'lowest to highest'."""
-    slots = [NUMBER.findall(text) for text in texts]
-    shown = iter([values[0] if len(set(values)) == 1 else
-                  f"{min(values, key=float)} to {max(values, key=float)}" for values in zip(*slots)])
-    return NUMBER.sub(lambda _: next(shown), texts[0])
+def _one_line(refusals: list[Refusal]) -> str:
+    """Refusals under one rule as one line: the rule, then the first one's reason."""
+    first = refusals[0]
+    if len(refusals) == 1 or not first.rule:
+        return str(first)
+    return (f"{first.kind}: {first.rule} (the first: {first.why})"
+            + (f"; try {first.remedy}" if first.remedy else ""))
 
 
 def noise_suspects(results: Results) -> list[str]:

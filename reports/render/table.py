@@ -7,14 +7,14 @@ measured); every byte count reads like ``38.19 MiB`` through ``bytes_label``.
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from typing import Any
 
 from tabulate import tabulate
 
 from benchmarks.measurable import Refusal
 from benchmarks.sampling import Sampled, TargetOutcome
-from benchmarks.stats import UNSTABLE_FOOTNOTE, UNSTABLE_MARK, Figure, describe
+from benchmarks.stats import UNSTABLE_FOOTNOTE, Figure, Summary, describe
 
 BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -34,12 +34,23 @@ def bytes_label(size_bytes: float, _pos: Any = None) -> str:
     return f"{value:.4g} {BINARY_UNITS[unit]}"
 
 
-_MARKED_CELL = re.compile(rf"{re.escape(UNSTABLE_MARK)}\s*\|")
+def holds_unstable(value: Any) -> bool:
+    """Whether ``value`` (a record, a figure, or containers of them) holds a figure ``describe`` marks unstable."""
+    if isinstance(value, (Figure, Summary)):
+        return value.unstable
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(holds_unstable(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return any(holds_unstable(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(holds_unstable(v) for v in value)
+    return False
 
 
-def with_unstable_footnote(section: str) -> str:
-    """A report section, with the one footnote explaining the unstable mark when a table cell of it carries it."""
-    return f"{section}\n\n{UNSTABLE_FOOTNOTE}" if _MARKED_CELL.search(section) else section
+def with_unstable_footnote(section: str, shown: Any) -> str:
+    """A report section, with the one footnote explaining the unstable mark when the figures it shows (``shown``)
+    hold one that carries it."""
+    return f"{section}\n\n{UNSTABLE_FOOTNOTE}" if holds_unstable(shown) else section
 
 
 def cell(figure: Figure | None, refused: Refusal | None = None) -> str:

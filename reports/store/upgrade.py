@@ -60,7 +60,7 @@ from hardware.node import Node
 from ..conformance.records import StrengthRecord, SuiteRun
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
-SCHEMAS = (1, 2, 3, 4, 5, 6, 7, 8, SCHEMA)
+SCHEMAS = (1, 2, 3, 4, 5, 6, 7, 8, 9, SCHEMA)
 SCHEMA_5_RUN_REPEATS = ("mode", "world_size", "backend", "tensors", "smoke")
 """What schema 5's run record repeated of its setup."""
 EARLIER_METHOD = 2
@@ -87,7 +87,7 @@ def upgrade(data: Any) -> Results:
         schema=SCHEMA, run=run,
         settings=_optional(BenchSettings, data.get("settings"), "settings", left_out),
         nodes=tuple(_each(Node, nodes, "nodes", left_out)),
-        conformance=tuple(_each(SuiteRun, data.get("conformance"), "conformance", left_out,
+        conformance=tuple(_each(SuiteRun, _typed_suite_runs(data.get("conformance")), "conformance", left_out,
                                 fill={"crashed_ids": [], "families": {}})),
         suite_world_size=data.get("suite_world_size"),
         strength=tuple(_each(StrengthRecord, data.get("strength"), "strength", left_out, fill={"crashed_tests": 0})),
@@ -211,7 +211,33 @@ def _eight_to_nine(data: dict) -> dict:
     return {**data, "schema": 9, "strength": strength}
 
 
-STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight, 8: _eight_to_nine}
+def _nine_to_ten(data: dict) -> dict:
+    """10 types what 9 wrote in words: a suite run's failures (9: "test: message", the test as JUnit's class and
+    name) and the implementation apart from its levels (9: the header "name version (levels: a, b)"); a refusal's
+    ``rule`` reads empty (each reason a line of its own)."""
+    return {**data, "schema": 10, "conformance": _typed_suite_runs(data.get("conformance"))}
+
+
+def _typed_suite_runs(runs: Any) -> Any:
+    """Suite runs as schema 10 writes them, from the words of earlier schemas."""
+    if not isinstance(runs, list):
+        return runs
+    typed = []
+    for run in runs:
+        if not isinstance(run, dict) or "header" not in run:
+            typed.append(run)
+            continue
+        name, _, levels = str(run["header"] or "").partition(" (levels: ")
+        failed, failures = run.get("failed_ids") or [], run.get("failures") or []
+        aligned = len(failed) == len(failures)
+        typed.append({**{k: v for k, v in run.items() if k != "header"}, "implementation": name,
+                      "levels": [level for level in levels.rstrip(")").split(", ") if level not in ("", "none")],
+                      "failures": [{"test": failed[i], "message": str(f).split(": ", 1)[-1]} if aligned
+                                   else {"test": "", "message": str(f)} for i, f in enumerate(failures)]})
+    return typed
+
+
+STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight, 8: _eight_to_nine, 9: _nine_to_ten}
 """Schema n's run, as schema n + 1 writes it."""
 
 

@@ -36,7 +36,7 @@ from .run_page import run_page
 DEFAULT_KEEP = 120
 """Runs of each setup the site keeps: four months of nights."""
 PAGE_LIMIT = 2_000_000
-"""Bytes no page of the site passes at the default --keep (docs/nightly.md measures it)."""
+"""Bytes no page of the site passes at the default --keep (docs/measurements/benchmarks.md measures it)."""
 MARKER = "site.json"
 GENERATOR = "python -m reports.website"
 DEFAULT_SITE = DEFAULT_ROOT.parent / "site"

@@ -66,14 +66,13 @@ def failing_html(results: Results) -> Markup:
     """The failing checks of each implementation and family, under the ids the matrix links to."""
     found: dict[tuple[str, str], list[Markup]] = {}
     for r in results.conformance:
-        aligned = len(r.failures) == len(r.failed_ids)
-        for i, nodeid in enumerate(r.failed_ids):
-            message = r.failures[i].split(": ", 1)[-1] if aligned else ""
-            crash = " (crashed: an exception other than a failed check)" if nodeid in r.crashed_ids else ""
-            found.setdefault((r.label, family_of(nodeid)), []).append(
-                tag("li", join([tag("code", nodeid), crash, ": " if message else "", message])))
-        if not aligned:
-            found.setdefault((r.label, "suite run"), []).extend(tag("li", f) for f in r.failures)
+        for failure in r.failures:
+            if not failure.test:
+                found.setdefault((r.label, "suite run"), []).append(tag("li", failure.message))
+                continue
+            crash = " (crashed: an exception other than a failed check)" if failure.test in r.crashed_ids else ""
+            found.setdefault((r.label, family_of(failure.test)), []).append(
+                tag("li", join([tag("code", failure.test), crash, ": " if failure.message else "", failure.message])))
     grid = matrix(results.conformance)
     for row in grid.rows:
         for family, cell in row.cells.items():

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from datamodel.codec import json_key, typed_fields
+from reports.failure_causes import _EXCEPTION
 from reports.render.report import build_report
 from reports.store.model import Results
 from reports.store.runs import load_results
@@ -23,6 +24,7 @@ from tests.pytest_run import ROOT
 NOT_RESULTS = {
     ("reports/conformance/suites.py", "case"): "a JUnit XML element's attributes",
     ("reports/conformance/suites.py", "child"): "a JUnit XML element's attributes",
+    ("reports/conformance/suites.py", "p"): "a JUnit XML property element's attributes",
     ("reports/failure_causes.py", "bad"): "a JUnit XML element's attributes",
     ("reports/gate_check.py", "r"): "the gate check's own table rows, written to gate_check.md",
     ("reports/website/gate.py", "row"): "a table row the page draws, its status given a symbol",
@@ -84,12 +86,8 @@ WORD_METHODS = {"startswith", "endswith", "partition", "rpartition", "split", "r
 WORDS_NOT_DECISIONS = {
     ("reports/bisect/__main__.py", "'{out}' not in args.command"): "a --command template's placeholder",
     ("reports/conformance/families.py", "nodeid.split('::')"): "a pytest node id's path and function",
-    ("reports/conformance/records.py", "self.header.split(' (levels')"): "the suite header shown as a row label",
     ("reports/conformance/strength.py", "f.split('::')"): "a pytest node id's path",
     ("reports/conformance/strength.py", "f.split('::')[0].rsplit('/', 1)"): "a pytest node id's file name",
-    ("reports/conformance/suites.py", "line.startswith('implementation under test:')"):
-        "the suite's header line, stored as shown (the adapter's own description)",
-    ("reports/conformance/suites.py", "line.removeprefix('implementation under test:')"): "the same header line",
     ("reports/conformance/suites.py", "Path(getattr(module, '__file__', None) or 'x').name.startswith('test_')"):
         "a module's file name",
     ("reports/conformance/suites.py", "each.count('errors')"): "pytest's parsed outcome counts",
@@ -113,7 +111,6 @@ WORDS_NOT_DECISIONS = {
     ("reports/website/build.py", "'..' not in rel.parts"): "a path's parts",
     ("reports/website/environment.py", "own[key].split(' (')"): "a version shown without its detail",
     ("reports/website/measure.py", "k.startswith('history/')"): "a file's path on the site",
-    ("reports/website/run_page.py", "r.failures[i].split(': ', 1)"): "a failure message shown without its node id",
 }
 """(module, the expression) -> what it reads, and why that is not a decision read from words."""
 
@@ -152,6 +149,76 @@ def test_no_decision_is_read_back_from_words():
                          "WORDS_NOT_DECISIONS with why):\n" + "\n".join(flagged))
     stale = set(WORDS_NOT_DECISIONS) - seen
     assert not stale, f"listed but no longer found, remove them: {sorted(stale)}"
+
+
+REGEX_FUNCTIONS = {"compile", "sub", "subn", "search", "match", "fullmatch", "findall", "finditer", "split"}
+PATTERNS_NOT_DECISIONS = {
+    ("reports/conformance/suites.py", "^(?:E\\s+)?([A-Za-z_][\\w.]*(?:Error|Exception|Interrupt|Exit)):"):
+        "the exception a crashed check raised, in pytest's traceback text (only text holds it)",
+    ("reports/failure_causes.py", _EXCEPTION.pattern): "the exception a failure names, in pytest's text",
+    ("reports/failure_causes.py", 'File "([^"]+)", line (\\d+), in (\\S+)'): "a traceback's frames (only text holds them)",
+    ("reports/failure_causes.py", "^(\\S+\\.py):(\\d+): "): "pytest's short frames (only text holds them)",
+    ("reports/render/trend.py", "[^A-Za-z0-9_.-]+"): "a metric key made a file name",
+    ("reports/render/plots.py", "[^A-Za-z0-9_.-]+"): "a name made a file name",
+    ("reports/website/markdown.py", "[^\\w\\- ]"): "a heading made an anchor, as github does",
+    ("reports/website/markdown.py", "!\\[([^\\]]*)\\]\\(([^)\\s]+)\\)"): "Markdown images, to copy their files",
+    ("reports/website/chart.py", "(\\d{4})(\\d{2})(\\d{2})T\\d{6}Z(?:-\\d+)?"): "a run's date in its folder name",
+    ("reports/website/html.py", "[^a-z0-9]+"): "a label made an id",
+}
+"""(module, the pattern) -> what a regular expression reads, and why that is not a decision read from words."""
+
+
+def pattern_reads(path: Path) -> list[tuple[int, str]]:
+    """(line, pattern) of each call of ``re`` in one file (a pattern held in a name: ``<name>``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in REGEX_FUNCTIONS
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args):
+            first = node.args[0]
+            pattern = first.value if isinstance(first, ast.Constant) else f"<{ast.unparse(first)}>"
+            found.append((node.lineno, pattern))
+    return found
+
+
+def scan_patterns(root: Path = ROOT) -> tuple[list[str], set[tuple[str, str]]]:
+    flagged, seen = [], set()
+    for path in sorted((root / "reports").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "reports/store/upgrade.py":
+            continue
+        for line, pattern in pattern_reads(path):
+            if (rel, pattern) in PATTERNS_NOT_DECISIONS:
+                seen.add((rel, pattern))
+            else:
+                flagged.append(f"{rel}:{line}: {pattern}")
+    return flagged, seen
+
+
+def test_no_decision_is_read_back_by_a_regular_expression():
+    flagged, seen = scan_patterns()
+    assert not flagged, ("got regular expressions over words, but decisions should be typed values (or listed in "
+                         "PATTERNS_NOT_DECISIONS with why):\n" + "\n".join(flagged))
+    stale = set(PATTERNS_NOT_DECISIONS) - seen
+    assert not stale, f"listed but no longer found, remove them: {sorted(stale)}"
+
+
+def test_the_scans_catch_each_way_words_were_read_back(tmp_path):
+    """The four this project once had: a failure split from its test, an implementation cut from a header, refusals
+    grouped by a pattern over their numbers, a footnote decided by a pattern over the Markdown just written."""
+    render = tmp_path / "reports" / "render"
+    render.mkdir(parents=True)
+    (render / "page.py").write_text(
+        "import re\n\n"
+        "def failure(r, i):\n    return r.failures[i].split(': ', 1)[-1]\n\n"
+        "def label(r):\n    return r.header.split(' (levels')[0]\n\n"
+        "NUMBER = re.compile(r'-?\\d+(?:\\.\\d+)?')\n\n"
+        "def footnoted(section, mark):\n    return re.search(re.escape(mark) + r'\\s*\\|', section)\n")
+    words, _ = scan_words(tmp_path)
+    patterns, _ = scan_patterns(tmp_path)
+    assert words == ["reports/render/page.py:4: r.failures[i].split(': ', 1)",
+                     "reports/render/page.py:7: r.header.split(' (levels')"], words
+    assert patterns == ["reports/render/page.py:9: -?\\d+(?:\\.\\d+)?",
+                        "reports/render/page.py:12: <re.escape(mark) + '\\\\s*\\\\|'>"], patterns
 
 
 def test_the_word_scan_catches_a_verdict_read_from_its_text(tmp_path):

@@ -40,7 +40,7 @@ def test_every_composition_that_meets_a_bugs_axes_catches_it(entry):
     assert ids and checked and not result.crashed_ids, (
         f"{entry.name} ({entry.bug}), axes {entry.meets}: got {len(checked)} of the {len(ids)} {strength} compositions "
         f"that meet them failing by a check and {len(result.crashed_ids)} crashing, but should be one at least, and "
-        "no crash\n" + "\n".join(result.failures[:3]))
+        "no crash\n" + "\n".join(map(str, result.failures[:3])))
 
 
 @pytest.mark.parametrize("entry", [e for e in ENTRIES if not e.meets], ids=[e.name for e in ENTRIES if not e.meets])
@@ -51,7 +51,7 @@ def test_broken_implementation_is_caught(entry):
         result = run_suite(module, entry.impl_spec, [*STRENGTH_ARGS, *only], in_process=True)
         assert result.exit_code == 1, (
             f"{entry.name} in {module}: got exit {result.exit_code}, but should be 1 (tests failing)\n"
-            + "\n".join(result.failures[:5])
+            + "\n".join(map(str, result.failures[:5]))
         )
         failed += result.failed_ids
         crashed += result.crashed_ids

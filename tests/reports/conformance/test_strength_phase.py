@@ -58,7 +58,7 @@ def test_a_three_axis_bug_the_pairs_miss_is_run_against_the_triples_and_says_so(
     def run_suite(suite, impl, args, in_process=False):
         asked.append(args)
         triples = "--compositions=triples" in args
-        return SuiteRun(suite, impl, "", 0, int(triples), 0, 0, 0, 0.0, (), ("t[a]",) if triples else (), (), {}, {},
+        return SuiteRun(suite, impl, "", (), 0, int(triples), 0, 0, 0, 0.0, (), ("t[a]",) if triples else (), (), {}, {},
                         int(triples))
 
     monkeypatch.setattr(strength, "run_suite", run_suite)

@@ -6,11 +6,11 @@ from reports.conformance.suites import Outcomes
 from reports.render.matrix import matrix_markdown
 
 
-def result(impl: str, header: str, outcomes) -> SuiteRun:
+def result(impl: str, implementation: str, outcomes) -> SuiteRun:
     read = Outcomes()
     for nodeid, outcome, note in outcomes:
         tally(read.families, nodeid, outcome, note)
-    return read.run("suites/multigpu", impl, header, 0)
+    return read.run("suites/multigpu", impl, implementation, 0, ("ddp",) if implementation else ())
 
 
 def test_every_suite_test_module_has_a_family():
@@ -25,7 +25,7 @@ def test_every_suite_test_module_has_a_family():
 
 def test_cells_say_pass_fail_xfail_or_skip_and_cite_reasons_once():
     grad = "suites/multigpu/test_vs_torch_ddp.py::test_grad_sync_matches_torch_ddp"
-    ok = result("reference", "reference 0.1.0 (levels: ddp)", [
+    ok = result("reference", "reference 0.1.0", [
         (f"{grad}[a]", "passed", ""), (f"{grad}[b]", "xfailed", "a finding"),
         ("suites/multigpu/test_no_sync.py::t", "skipped", "no peers")])
     broken = result("x", "", [(f"{grad}[a]", "failed", "got 2, but should be 1"),
@@ -38,13 +38,15 @@ def test_cells_say_pass_fail_xfail_or_skip_and_cite_reasons_once():
     assert "1. no peers" in text and "2. test_grad_sync_matches_torch_ddp[a]: got 2, but should be 1" in text
 
 
-def test_a_suite_run_reads_the_implementation_and_its_version_from_the_pytest_header():
-    """The matrix labels rows by the header's name and version: two megatron-core releases are two rows."""
+def test_a_suite_run_reads_the_implementation_and_its_version_from_the_session():
+    """The matrix labels rows by the name and version the session recorded: two megatron-core releases are two
+    rows. Recorded even where nothing ran."""
     from reports.conformance.suites import run_suite
+    from suites.impls import load_implementation
+    from suites.impls.support import levels
 
+    reference = load_implementation("reference")
     r = run_suite("suites/layout/test_order.py", "reference", ["--only=*test_nothing_matches_this*"], in_process=True)
-    assert r.header.startswith("reference "), f"header: got {r.header!r}, but should name the implementation"
-    assert "(levels: " in r.header, f"header: got {r.header!r}, but should list its levels"
-    label = r.label
-    assert label.startswith("reference ") and "levels" not in label, (
-        f"label: got {label!r}, but should be the name and version alone")
+    assert r.implementation == f"reference {reference.version}", f"got {r.implementation!r}, but should be its name "
+    assert r.levels == tuple(sorted(levels(reference))), f"got levels {r.levels}, but should be what it provides"
+    assert r.label == r.implementation

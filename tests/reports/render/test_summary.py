@@ -77,7 +77,28 @@ def _node() -> Node:
     return Node.from_json(RECORDED[-1])
 
 
-def test_one_footnote_per_section_and_only_when_a_cell_is_marked():
-    marked = "| a | 0.4 [0.2, 0.9] † |"
-    assert with_unstable_footnote(marked).endswith(UNSTABLE_FOOTNOTE)
-    assert with_unstable_footnote("text that mentions † without a table") == "text that mentions † without a table"
+def test_one_footnote_per_section_and_only_when_a_figure_it_shows_is_unstable():
+    wide = Figure.of([0.2, 0.9, 0.4, 0.3, 0.8, 0.5], "x", "lower")
+    steady = Figure.of([1.0, 1.01, 0.99, 1.0, 1.02, 0.98], "x", "lower")
+    assert wide.unstable and not steady.unstable
+    shown = {"bus": (busbw_record(),), "figures": [steady, {"deep": wide}]}
+    assert with_unstable_footnote("a section", shown).endswith(UNSTABLE_FOOTNOTE)
+    # The decision is the figures', never the text's: a mark in the words alone draws no footnote.
+    assert with_unstable_footnote("text that mentions † in a table | 1 † |", [steady]) == (
+        "text that mentions † in a table | 1 † |")
+
+
+def test_refusals_read_as_one_line_per_benchmark_and_rule():
+    from benchmarks.measurable import noise_bound, outside
+    from reports.render.summary import not_given
+
+    at_zero = [noise_bound([-1.0 - i, 0.5, -0.2, 0.1, -0.3, 0.2], "the unpadded effective busbw", "GB/s")
+               for i in range(3)]
+    wide = Figure.of([1.5, 1.6, 1.4, 1.5, 1.55, 1.45], "", "higher", "absolute")
+    failed = outside(wide, 0.0, 1.0, "the efficiency", "busbw")
+    records = [replace(busbw_record(count=2**k), refused=r) for k, r in zip((10, 12, 14, 16), [*at_zero, failed])]
+    lines = not_given(results(benchmarks={"busbw": records}), findings=False)
+    assert len(lines) == 2, f"got {lines}, but should be one line per rule (three refusals share one)"
+    assert lines[0].endswith(f"(3 figures): not measurable here: the unpadded effective busbw not above zero "
+                             f"(the first: {at_zero[0].why})"), lines[0]
+    assert lines[1].endswith(f"(1 figure): {failed}"), lines[1]

@@ -18,9 +18,11 @@ from tests.reports.builders import results
 
 FIXTURES = ROOT / "fixtures" / "runs"
 SCHEMAS = {"20261125T134329Z": 1, "20261125T134518Z": 2, "20261125T134618Z": 3, "20261125T134732Z": 4,
-           "20261125T174848Z": 5, "20261126T143421Z": 6, "20261126T164925Z": 7, "20261127T144541Z": 8}
-METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4, 7: 4, 8: 4}
-DEVICES = {**dict.fromkeys(range(1, 8), "cpu: AMD EPYC"), 8: "cpu: Intel(R) Xeon(R) Processor"}  # runs before the method was recorded measured by method 2
+           "20261125T174848Z": 5, "20261126T143421Z": 6, "20261126T164925Z": 7, "20261127T144541Z": 8,
+           "20261127T184556Z": 9}
+METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4, 7: 4, 8: 4, 9: 4}
+DEVICES = {**dict.fromkeys(range(1, 8), "cpu: AMD EPYC"), 8: "cpu: Intel(R) Xeon(R) Processor",
+           9: "cpu: Intel(R) Xeon(R) Processor"}  # runs before the method was recorded measured by method 2
 
 
 @pytest.mark.parametrize("name, schema", SCHEMAS.items())
@@ -103,10 +105,24 @@ def test_schema_1_metrics_count_as_they_were_judged_then():
     assert busbw.gated and not busbw.exact and busbw.figure is None, "any schema-1 metric could fail the job"
 
 
+def test_schema_9_suite_runs_read_their_implementation_and_failures_as_values():
+    raw = json.loads((FIXTURES / "20261127T184556Z" / "results.json").read_text())
+    [suite] = raw["conformance"]
+    assert suite["header"].startswith("reference 0.1.0 (levels: buffer, ddp"), suite["header"]
+    run = load_results(FIXTURES / "20261127T184556Z")
+    assert (run.conformance[0].implementation, run.conformance[0].levels[:2]) == ("reference 0.1.0", ("buffer", "ddp"))
+    # Schema 9 wrote a failure as 'class::name: message', beside the node ids; a session's own failure had no id.
+    failing = {**suite, "failed_ids": ["suites/x.py::test_a"], "failures": ["suites.x::test_a: got 1, but should be 2"]}
+    broken = {**suite, "failed_ids": [], "failures": ["pytest exited 3: internal error"]}
+    upgraded = upgrade({**raw, "conformance": [failing, broken]})
+    assert [tuple(map(str, (f.test, f.message))) for r in upgraded.conformance for f in r.failures] == [
+        ("suites/x.py::test_a", "got 1, but should be 2"), ("", "pytest exited 3: internal error")]
+
+
 @pytest.mark.parametrize("last_night", ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z",
-                                        "20261126T164925Z", "20261127T144541Z"])
+                                        "20261126T164925Z", "20261127T144541Z", "20261127T184556Z"])
 def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, last_night):
-    """Last night's run (schema 4 to 8) and tonight's (current) share a setup, so the gate reads both."""
+    """Last night's run (schema 4 to 9) and tonight's (current) share a setup, so the gate reads both."""
     for name in list(SCHEMAS)[:list(SCHEMAS).index(last_night) + 1]:
         shutil.copytree(FIXTURES / name, tmp_path / "runs" / name)
     old = load_results(FIXTURES / last_night)
@@ -131,10 +147,11 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     series = {(s.setup, s.key): s for s in trend(runs)}
     method_4 = [s for (setup, _), s in series.items() if "method" not in setup]
     method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z", "20261126T164925Z",
-                     "20261127T144541Z", "20261128T000000Z"]
+                     "20261127T144541Z", "20261127T184556Z", "20261128T000000Z"]
     assert method_4 and all([p.run for p in s.points] == [r for r in method_4_runs if r in {p.run for p in s.points}]
                             for s in method_4), "the method-4 nights and tonight are one series, in order"
-    amd = [r for r in method_4_runs if r != "20261127T144541Z"]  # the eighth ran on another machine: its own setup
+    amd = [r for r in method_4_runs if r not in ("20261127T144541Z", "20261127T184556Z")]  # the eighth and ninth ran
+    # on another machine: a setup of their own
     assert any([p.run for p in s.points] == amd for s in method_4), "some figure was measured every method-4 night"
 
 
@@ -143,7 +160,7 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     (lambda d: d["metrics"].update({"step_time/reference/ratio_to_torch_ddp": 1.02}),
      "$.metrics.step_time/reference/ratio_to_torch_ddp: got 1.02, but should be Metric"),
     (lambda d: d["run"].pop("backend"), "$.run.backend: got None, but should be a str"),
-    (lambda d: d.update(schema=10), "got schema 10, but should be one of 1, 2, 3, 4, 5, 6, 7, 8, 9"),
+    (lambda d: d.update(schema=11), "got schema 11, but should be one of 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"),
 ])
 def test_a_malformed_run_is_refused_naming_the_schema_the_run_and_the_field(tmp_path, damage, where):
     data = json.loads((FIXTURES / "20261125T134732Z" / "results.json").read_text())

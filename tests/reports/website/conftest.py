@@ -14,6 +14,7 @@ import pytest
 from benchmarks.measurable import FAILURE, Refusal
 from benchmarks.registry import Metric
 from reports.conformance.families import FamilyTally
+from reports.conformance.records import Failure
 from reports.website.build import Built, build_site
 from reports.website.measure import judge, night, save
 from reports.store.model import Results
@@ -73,7 +74,7 @@ def failing(results: Results) -> Results:
     suite = results.conformance[0]
     layout = suite.families["layout"]
     suite = replace(suite, passed=suite.passed - 1, failed=1, failed_ids=(FAILED_TEST,),
-                    failures=("suites.layout.test_golden::test_planted_failure: got 3, but should be 4",),
+                    failures=(Failure(FAILED_TEST, "got 3, but should be 4"),),
                     families={**suite.families, "layout": FamilyTally(
                         layout.passed - 1, 1, layout.skipped, layout.xfailed, layout.reasons,
                         "test_planted_failure: got 3, but should be 4")}, exit_code=1)
