@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.processes import HAS_PROC, alive
+from tests.pytest_run import ROOT
 
 # A job that starts one rank of two through the fork server, as a pool does, and dies before it starts the other:
 # the rank waits to join for the startup timeout (60 s or more) unless it ends with the job.
@@ -27,14 +28,7 @@ os._exit(0)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to see whether the rank lives")
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to see whether the rank lives")
 def test_a_rank_waiting_to_join_ends_with_the_job(tmp_path):
     out = tmp_path / "out"  # a file, not a pipe: a surviving rank would hold a pipe open and stall the run
     with out.open("w") as stdout:
@@ -43,7 +37,7 @@ def test_a_rank_waiting_to_join_ends_with_the_job(tmp_path):
     assert job.returncode == 0, out.read_text()
     rank = int(out.read_text().split()[0])
     deadline = time.monotonic() + 15  # the server's torch import, then the kill; not the 60 s startup timeout
-    while _alive(rank) and time.monotonic() < deadline:
+    while alive(rank) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _alive(rank), (f"rank {rank} still alive 15 s after its job died, but should end with it "
+    assert not alive(rank), (f"rank {rank} still alive 15 s after its job died, but should end with it "
                               "(it waits to join until the startup timeout)")

@@ -14,6 +14,7 @@ from ranks.capacity import max_ranks
 from ranks.startup import TORCHRUN_ENV
 from reports.nightly.job import parse_args, save
 from reports.store.runs import Runs, load_results
+from tests.processes import HAS_PROC, alive, children
 from tests.pytest_run import ROOT
 from tests.reports.builders import results
 
@@ -98,21 +99,7 @@ def test_ctrl_c_ends_the_job_in_one_line_and_keeps_nothing_half_written(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "no run, no reservation, no temporary folder"
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc to find the child")
+@pytest.mark.skipif(not HAS_PROC, reason="needs /proc to find the child")
 def test_a_killed_job_leaves_no_suite_running(tmp_path):
     """A check that is quiet for a minute: only the parent's death can end its pytest sooner."""
     (tmp_path / "test_quiet.py").write_text("import time\n\n\ndef test_quiet():\n    time.sleep(60)\n")
@@ -120,16 +107,16 @@ def test_a_killed_job_leaves_no_suite_running(tmp_path):
               f"run_suite({str(tmp_path / 'test_quiet.py')!r}, 'reference', ['-p', 'suites.plugin'])\n")
     parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
     deadline = time.monotonic() + 60
-    while not _children(parent.pid) and time.monotonic() < deadline:
+    while not children(parent.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    [suite] = _children(parent.pid)
+    [suite] = children(parent.pid)
     while "test_quiet" not in Path(f"/proc/{suite}/cmdline").read_text() and time.monotonic() < deadline:
         time.sleep(0.1)  # the child has become the suite's pytest
     time.sleep(2)
-    assert _alive(suite), "the suite should be running (quietly) when the job is killed"
+    assert alive(suite), "the suite should be running (quietly) when the job is killed"
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 5
-    while _alive(suite) and time.monotonic() < deadline:
+    while alive(suite) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(suite), "the suite's pytest outlived the job that started it"
+    assert not alive(suite), "the suite's pytest outlived the job that started it"

@@ -128,19 +128,25 @@ def word_reads(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def scan_words(root: Path = ROOT) -> tuple[list[str], set[tuple[str, str]]]:
-    """The string tests not listed, and the listed ones seen."""
+def scan_reads(reads, listed: dict, root: Path = ROOT) -> tuple[list[str], set[tuple[str, str]]]:
+    """What ``reads`` finds in each module of ``reports/`` (but the upgrade, the one reader of old runs' words)
+    that ``listed`` does not list, and the listed ones seen."""
     flagged, seen = [], set()
     for path in sorted((root / "reports").rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         if rel == "reports/store/upgrade.py":
             continue
-        for line, expression in word_reads(path):
-            if (rel, expression) in WORDS_NOT_DECISIONS:
-                seen.add((rel, expression))
+        for line, read in reads(path):
+            if (rel, read) in listed:
+                seen.add((rel, read))
             else:
-                flagged.append(f"{rel}:{line}: {expression}")
+                flagged.append(f"{rel}:{line}: {read}")
     return flagged, seen
+
+
+def scan_words(root: Path = ROOT) -> tuple[list[str], set[tuple[str, str]]]:
+    """The string tests not listed, and the listed ones seen."""
+    return scan_reads(word_reads, WORDS_NOT_DECISIONS, root)
 
 
 def test_no_decision_is_read_back_from_words():
@@ -181,17 +187,8 @@ def pattern_reads(path: Path) -> list[tuple[int, str]]:
 
 
 def scan_patterns(root: Path = ROOT) -> tuple[list[str], set[tuple[str, str]]]:
-    flagged, seen = [], set()
-    for path in sorted((root / "reports").rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel == "reports/store/upgrade.py":
-            continue
-        for line, pattern in pattern_reads(path):
-            if (rel, pattern) in PATTERNS_NOT_DECISIONS:
-                seen.add((rel, pattern))
-            else:
-                flagged.append(f"{rel}:{line}: {pattern}")
-    return flagged, seen
+    """The regular expressions not listed, and the listed ones seen."""
+    return scan_reads(pattern_reads, PATTERNS_NOT_DECISIONS, root)
 
 
 def test_no_decision_is_read_back_by_a_regular_expression():
