@@ -77,7 +77,7 @@ GATE_RULES: Mapping[str, GateRule] = {
 }
 """Ratios measured side by side (step time, harness): threshold 3%, target ±2%; overlap efficiencies: 0.10 and
 ±0.03 absolute; bus-bandwidth ratios of padded to unpadded buckets: 10% and ±5%. The rule: each threshold sits
-above the run-to-run drift of the same code (``python -m reports.gate_check`` measures it; docs/measurements/gate.md has
+above the run-to-run drift of the same code (``python -m selfcheck.gate_check`` measures it; docs/measurements/gate.md has
 the figures that chose these), and each target inside its threshold."""
 
 

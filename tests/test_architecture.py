@@ -8,7 +8,10 @@ is computed (``views``), then rendered (``render``), then published as a
 site (``website``), and the commands
 (``reports.nightly``, ``reports.compare``, ...) stand over all of it. The
 mutation tool, a developer's instrument, stands over the report, whose score
-it writes. Every import counts, those inside a function too: tucking one
+it writes, and so do the project's checks of itself (``selfcheck``): the
+gate's sensitivity, the bisection's planted history, the trend's detectors,
+the site's size. Of what users run, only the main job's strength phase
+imports ``fixtures/`` (``FIXTURES_USED_BY``). Every import counts, those inside a function too: tucking one
 into a function does not lift it a floor.
 """
 
@@ -33,7 +36,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("reports.render",),
     ("reports.website",),
     ("reports",),
-    ("mutation",),
+    ("mutation", "selfcheck"),
 )
 """Bottom first. A module stands on the floor of the longest prefix that names it."""
 
@@ -95,6 +98,34 @@ def circle(edges: dict[str, set[str]]) -> list[str] | None:
     except graphlib.CycleError as exc:
         return exc.args[1]
     return None
+
+
+USERS_RUN = ("cli", "compat", "datamodel", "reference", "hardware", "ranks", "suites", "benchmarks", "reports")
+FIXTURES_USED_BY = {
+    "reports.conformance.strength": "the main job's strength phase runs the catalogue of broken implementations "
+                                    "(fixtures/broken) against the suites",
+}
+"""The modules users run that import ``fixtures/``, each with why."""
+
+
+def fixtures_imported(edges: dict[str, set[str]]) -> list[str]:
+    """Each module users run that imports ``fixtures/`` and is not listed."""
+    return sorted(f"{a} imports {b}" for a, targets in edges.items() for b in targets
+                  if a.split(".")[0] in USERS_RUN and b.split(".")[0] == "fixtures" and a not in FIXTURES_USED_BY)
+
+
+def test_what_users_run_imports_no_fixture_but_the_strength_phase():
+    edges = graph()
+    found = fixtures_imported(edges)
+    assert not found, "got modules users run importing fixtures/, which belong in selfcheck/:\n" + "\n".join(found)
+    listed = [m for m in FIXTURES_USED_BY if not any(t.startswith("fixtures") for t in edges.get(m, ()))]
+    assert not listed, f"listed but importing no fixture, remove them: {listed}"
+
+
+def test_the_fixture_check_catches_a_report_that_plants_a_fixture():
+    edges = {"reports.gate_check": {"fixtures.slowed_reference", "reports.store.runs"},
+             "selfcheck.gate_check": {"fixtures.slowed_reference"}, "reports.conformance.strength": {"fixtures.broken"}}
+    assert fixtures_imported(edges) == ["reports.gate_check imports fixtures.slowed_reference"]
 
 
 def test_no_import_runs_up_a_floor():

@@ -54,7 +54,7 @@ def missed_targets(metrics: dict[str, Metric]) -> list[str]:
 
 def not_given(results: Results, findings: bool) -> list[str]:
     """Each kind of figure not given (refused, or ``findings``), once per benchmark and rule (``Refusal.rule``),
-    with how many records it concerns and the first one's reason with its numbers."""
+    with how many records it concerns and the first and last one's reasons with their numbers."""
     groups: dict[tuple[str, str], list[Refusal]] = {}
     for benchmark in BENCHMARKS:
         for record in results.records(benchmark.name):
@@ -66,11 +66,12 @@ def not_given(results: Results, findings: bool) -> list[str]:
 
 
 def _one_line(refusals: list[Refusal]) -> str:
-    """Refusals under one rule as one line: the rule, then the first one's reason."""
-    first = refusals[0]
+    """Refusals under one rule as one line: the rule, then the first one's reason and the last one's, with their
+    numbers."""
+    first, last = refusals[0], refusals[-1]
     if len(refusals) == 1 or not first.rule:
         return str(first)
-    return (f"{first.kind}: {first.rule} (the first: {first.why})"
+    return (f"{first.kind}: {first.rule} (the first: {first.why}; the last: {last.why})"
             + (f"; try {first.remedy}" if first.remedy else ""))
 
 

@@ -123,11 +123,12 @@ def test_a_step_ratio_over_a_noise_bound_baseline_is_refused():
     assert figure is None and refused.kind == NOT_MEASURABLE, refused
 
 
-def test_findings_that_differ_only_in_their_numbers_read_as_one_line_with_ranges():
+def test_findings_under_one_rule_read_as_one_line_with_the_first_and_last_numbers():
     # Overlapped steps 30 ms and 40 ms over compute against serial 10 ms over: findings 20 and 30 ms apart.
     records = [emulated_record([c + extra for c in COMPUTE], [c + 0.010 for c in COMPUTE], impl=impl)
                for impl, extra in (("reference", 0.030), ("torch", 0.040))]
     lines = [line for line in summary_markdown(results(benchmarks={"overlap": records})).splitlines()
              if "costs more than it hides" in line]
     assert len(lines) == 1, f"got {len(lines)} lines for one kind of finding, but should be 1: {lines}"
-    assert "(2 figures)" in lines[0] and "130 to 140" in lines[0] and "20 to 30 ms more" in lines[0], lines[0]
+    assert "(2 figures)" in lines[0] and "took 130 [" in lines[0] and "took 140 [" in lines[0], lines[0]
+    assert "20 ms more" in lines[0] and "30 ms more" in lines[0], lines[0]

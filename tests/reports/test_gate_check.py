@@ -3,7 +3,7 @@
 import pytest
 
 from fixtures.slowed_reference import delay_s
-from reports.gate_check import detection_rates
+from selfcheck.gate_check import detection_rates
 
 
 def test_the_slowed_reference_takes_its_delay_from_the_environment(monkeypatch):

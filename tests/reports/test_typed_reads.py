@@ -1,6 +1,6 @@
 """No reader of results indexes a record by a string key: the results are typed, and read by attribute.
 
-The scan reads every module of ``reports/`` outside ``reports/store/`` (the one
+The scan reads every module of ``reports/`` and ``selfcheck/`` outside ``reports/store/`` (the one
 place that turns JSON into the model) and flags ``x["field"]`` and
 ``x.get("field")`` where ``field`` names a field of any type of the model: a
 reader that went back to dicts. What is not a result is listed with why.
@@ -26,10 +26,16 @@ NOT_RESULTS = {
     ("reports/conformance/suites.py", "child"): "a JUnit XML element's attributes",
     ("reports/conformance/suites.py", "p"): "a JUnit XML property element's attributes",
     ("reports/failure_causes.py", "bad"): "a JUnit XML element's attributes",
-    ("reports/gate_check.py", "r"): "the gate check's own table rows, written to gate_check.md",
+    ("selfcheck/gate_check.py", "r"): "the gate check's own table rows, written to gate_check.md",
     ("reports/website/gate.py", "row"): "a table row the page draws, its status given a symbol",
 }
 """(module, receiver) -> why its string keys are not results."""
+
+
+def readers(root: Path = ROOT) -> list[Path]:
+    """The modules that read runs: what users run (``reports/``) and the project's checks of itself
+    (``selfcheck/``)."""
+    return sorted(p for top in ("reports", "selfcheck") for p in (root / top).rglob("*.py"))
 
 
 def field_names() -> set[str]:
@@ -55,7 +61,7 @@ def string_key_reads(path: Path, fields: set[str]) -> list[tuple[str, int, str]]
 def scan(root: Path = ROOT) -> list[str]:
     fields = field_names()
     flagged = []
-    for path in sorted((root / "reports").rglob("*.py")):
+    for path in readers(root):
         rel = path.relative_to(root).as_posix()
         if rel.startswith("reports/store/"):
             continue
@@ -95,12 +101,12 @@ WORDS_NOT_DECISIONS = {
     ("reports/conformance/suites.py", "(child.get('message') or '').removeprefix('Skipped: ')"):
         "a skip reason shown without pytest's prefix",
     ("reports/conformance/suites.py", "raised[-1].rsplit('.', 1)"): "an exception's qualified name",
-    ("reports/gate_check.py", "'identical' in parts"): "a --part choice",
-    ("reports/gate_check.py", "'changepoints' in parts"): "a --part choice",
-    ("reports/gate_check.py", "'bisect' in parts"): "a --part choice",
-    ("reports/gate_check.py", "'slowed' in parts"): "a --part choice",
-    ("reports/gate_check.py", "'sensitivity' in parts"): "a --part choice",
-    ("reports/gate_check.py", "'run (s)' in r"): "the gate check's own table rows",
+    ("selfcheck/gate_check.py", "'identical' in parts"): "a --part choice",
+    ("selfcheck/gate_check.py", "'changepoints' in parts"): "a --part choice",
+    ("selfcheck/gate_check.py", "'bisect' in parts"): "a --part choice",
+    ("selfcheck/gate_check.py", "'slowed' in parts"): "a --part choice",
+    ("selfcheck/gate_check.py", "'sensitivity' in parts"): "a --part choice",
+    ("selfcheck/gate_check.py", "'run (s)' in r"): "the gate check's own table rows",
     ("reports/gpu_check.py", "text.split(',')"): "a comma-separated command-line argument",
     ("reports/gpu_check.py", "__doc__.split('\\n\\n')"): "the module docstring's first paragraph as help",
     ("reports/nightly/preflight.py", "suite.split('::')"): "a pytest node id's path",
@@ -110,7 +116,7 @@ WORDS_NOT_DECISIONS = {
     ("reports/website/build.py", "name.endswith('.html')"): "a file name",
     ("reports/website/build.py", "'..' not in rel.parts"): "a path's parts",
     ("reports/website/environment.py", "own[key].split(' (')"): "a version shown without its detail",
-    ("reports/website/measure.py", "k.startswith('history/')"): "a file's path on the site",
+    ("selfcheck/site_size.py", "k.startswith('history/')"): "a file's path on the site",
 }
 """(module, the expression) -> what it reads, and why that is not a decision read from words."""
 
@@ -132,7 +138,7 @@ def scan_reads(reads, listed: dict, root: Path = ROOT) -> tuple[list[str], set[t
     """What ``reads`` finds in each module of ``reports/`` (but the upgrade, the one reader of old runs' words)
     that ``listed`` does not list, and the listed ones seen."""
     flagged, seen = [], set()
-    for path in sorted((root / "reports").rglob("*.py")):
+    for path in readers(root):
         rel = path.relative_to(root).as_posix()
         if rel == "reports/store/upgrade.py":
             continue

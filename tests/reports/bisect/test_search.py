@@ -17,7 +17,7 @@ import pytest
 
 from reports.bisect.decide import Decision
 from reports.bisect.measure import Measurement
-from reports.bisect.planted import BROKEN_AT, SLOW_AT, SLOW_SUBJECT, git, planted_history, slower_function
+from selfcheck.planted import BROKEN_AT, SLOW_AT, SLOW_SUBJECT, git, planted_history, slower_function
 from reports.bisect.search import BisectError, Bisection, Trial, _conclude, bisect, resolve
 from tests.pytest_run import ROOT
 

@@ -4,7 +4,7 @@ detector that sees nothing or cries wolf scored as such."""
 import numpy as np
 import pytest
 
-from reports.comparison.detectors import AT, NIGHTS, STEPS, nights, rounds_of, score
+from selfcheck.detectors import AT, NIGHTS, STEPS, nights, rounds_of, score
 from reports.store.runs import Runs
 from tests.pytest_run import ROOT
 

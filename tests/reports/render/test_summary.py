@@ -100,5 +100,5 @@ def test_refusals_read_as_one_line_per_benchmark_and_rule():
     lines = not_given(results(benchmarks={"busbw": records}), findings=False)
     assert len(lines) == 2, f"got {lines}, but should be one line per rule (three refusals share one)"
     assert lines[0].endswith(f"(3 figures): not measurable here: the unpadded effective busbw not above zero "
-                             f"(the first: {at_zero[0].why})"), lines[0]
+                             f"(the first: {at_zero[0].why}; the last: {at_zero[2].why})"), lines[0]
     assert lines[1].endswith(f"(1 figure): {failed}"), lines[1]

@@ -16,7 +16,7 @@ from benchmarks.registry import Metric
 from reports.conformance.families import FamilyTally
 from reports.conformance.records import Failure
 from reports.website.build import Built, build_site
-from reports.website.measure import judge, night, save
+from selfcheck.site_size import judge, night, save
 from reports.store.model import Results
 from reports.store.runs import Runs, load_results
 

@@ -18,7 +18,7 @@ from tests.pytest_run import ROOT
 from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
 from reports.website.export import BENCHMARK_ACTION, NCCL_TESTS
 from reports.website.matrix import failure_anchor
-from reports.website.measure import generate
+from selfcheck.site_size import generate
 from reports.bisect.decide import Decision
 from reports.bisect.search import FILE, Bisection, Trial, save
 from reports.store.runs import Runs, SkippedRunWarning, load_results
@@ -164,7 +164,7 @@ def test_a_site_that_cannot_be_written_is_a_warning_and_the_run_stands(tmp_path,
 
 
 def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path):
-    """``python -m reports.website.measure``'s nights (a 20% step in the first gated figure halfway) in a site: its
+    """``python -m selfcheck.site_size``'s nights (a 20% step in the first gated figure halfway) in a site: its
     chart marks the step at the night it began, and only there."""
     pytest.importorskip("ruptures", reason="the trend finds its change points with ruptures")
     source = real_runs / sorted(p.name for p in real_runs.iterdir() if p.is_dir())[-1]

@@ -1,6 +1,6 @@
 """How big the site grows: runs generated from a real one, the site built over them, its size measured.
 
-``python -m reports.website.measure --from RUN_DIR --runs 30 --runs 365`` copies
+``python -m selfcheck.site_size --from RUN_DIR --runs 30 --runs 365`` copies
 a real run's results through the model (``dataclasses.replace``, written with
 ``datamodel.to_json``): each copy a night of its own (its name, its commit,
 its figures' samples drawn afresh around the real medians, a slow drift and a
@@ -25,12 +25,12 @@ from typing import Callable, Mapping, Sequence
 from benchmarks.stats import Figure
 from cli import Count, Parser
 
-from ..comparison.changes import compare
-from ..comparison.verdict import decide
-from ..store.arguments import RunFolder
-from ..store.model import Results, encode
-from ..store.runs import Runs, dump_json, load_results
-from .build import DEFAULT_KEEP, build_site
+from reports.comparison.changes import compare
+from reports.comparison.verdict import decide
+from reports.store.arguments import RunFolder
+from reports.store.model import Results, encode
+from reports.store.runs import Runs, dump_json, load_results
+from reports.website.build import DEFAULT_KEEP, build_site
 
 SAMPLES = 12
 
@@ -123,7 +123,7 @@ def measure(source: Path, counts: Sequence[int], keep: int = DEFAULT_KEEP) -> li
 
 
 def parser() -> Parser:
-    p = Parser(prog="python -m reports.website.measure", description=__doc__)
+    p = Parser(prog="python -m selfcheck.site_size", description=__doc__)
     p.add_argument("--from", dest="source", type=RunFolder(), required=True, help="a real run's directory")
     p.add_argument("--runs", type=Count(1, 3650, unit="of nights"), action="append",
                    help="repeatable: how many nights (default 30, 365)")

@@ -1,6 +1,6 @@
 """Which change-point detector the trend uses, measured: series of nights drawn from the real rounds of recorded
 runs, steps of 1% to 10% planted at several nights, each detector's false change points per 100 nights and the
-steps it finds (``python -m reports.gate_check --part changepoints``; docs/measurements/gate.md, "the trend's change-point detectors").
+steps it finds (``python -m selfcheck.gate_check --part changepoints``; docs/measurements/gate.md, "the trend's change-point detectors").
 
 A night is the median of ``ROUNDS`` rounds drawn from a smoothed bootstrap of a figure's rounds in the stored runs
 (its pooled, median-normalized samples plus Gaussian noise of Silverman's bandwidth), with the 95% interval of
@@ -18,9 +18,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..store.model import Point
-from ..store.runs import Runs
-from .series import change_points
+from reports.store.model import Point
+from reports.store.runs import Runs
+from reports.comparison.series import change_points
 
 NIGHTS, ROUNDS, WINDOW = 100, 15, 3
 STEPS = (0.01, 0.025, 0.05, 0.10)
@@ -28,7 +28,7 @@ AT = (25, 50, 75, 90)
 LOW, HIGH = 3, 11
 """Order statistics of 15 rounds that hold their median with 96% confidence."""
 METRIC = "step_time/reference/ratio_to_torch_ddp"
-FIXTURE_RUNS = Path(__file__).resolve().parents[2] / "fixtures" / "runs"
+FIXTURE_RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
 
 def rounds_of(runs: Sequence, key: str = METRIC) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Does the nightly gate cry wolf, and does it catch a real regression? Measured, not asserted.
 
-``python -m reports.gate_check`` runs the main job's benchmarks (no suites:
+``python -m selfcheck.gate_check`` runs the main job's benchmarks (no suites:
 their counts are exact) several times back to back on this machine and:
 
 1. **identical code**: compares every pair of ``--runs`` runs of the same
@@ -19,13 +19,13 @@ their counts are exact) several times back to back on this machine and:
    rounds sampled to a ±2% interval) is meant to pass over 2.5% and catch 5%;
 4. **change points**: the trend's detector against others on series of
    nights drawn from the recorded runs' real rounds with planted steps
-   (``reports.comparison.detectors``; no benchmark runs, seconds);
+   (``selfcheck.detectors``; no benchmark runs, seconds);
 5. **bisect**: ``--tries`` times per slowdown (10%, then 5% of the
    reference's measured step), a copy of this project with 16 commits, one
    of which slows the reference's step and one of which does not import,
    bisected with ``python -m reports.bisect``'s search on the step ratio:
    whether it names the slow commit, names the broken one as skipped, and
-   how many benchmark runs it spent (``reports.bisect.planted``).
+   how many benchmark runs it spent (``selfcheck.planted``).
 
 Every run samples as the nightly job does, each benchmark within its time
 budget; ``--budget BENCHMARK=SECONDS`` (repeatable) changes one, to see what
@@ -52,13 +52,13 @@ from cli import Count, KeyNumber, OutFolder, Parser, Real, interruptible
 from fixtures.slowed_reference import SLOWDOWN_ENV
 from ranks.capacity import WorldSize
 
-from .comparison.changes import compare_metrics
-from .bisect.measure import Measurement, default_command
-from .bisect.planted import BROKEN_AT, COMMITS, SLOW_AT, planted_history, step_delay
-from .bisect.search import bisect
-from .comparison.detectors import NIGHTS, measure, rows
-from .render.table import table
-from .store.runs import Runs, load_results
+from reports.comparison.changes import compare_metrics
+from reports.bisect.measure import Measurement, default_command
+from .planted import BROKEN_AT, COMMITS, SLOW_AT, planted_history, step_delay
+from reports.bisect.search import bisect
+from .detectors import NIGHTS, measure, rows
+from reports.render.table import table
+from reports.store.runs import Runs, load_results
 
 
 def compare_runs(old: Path, new: Path):
@@ -226,7 +226,7 @@ def summary(same: list[dict] | None, slow: list[dict] | None, sensitive: list[di
 
 
 def parser() -> Parser:
-    p = Parser(prog="python -m reports.gate_check", description=__doc__)
+    p = Parser(prog="python -m selfcheck.gate_check", description=__doc__)
     p.add_argument("--out", type=OutFolder("the check's folder"), default=ROOT / "reports" / "gate_check",
                    help="where the runs and the summary go (default reports/gate_check)")
     p.add_argument("--runs", type=Count(2), default=3, help="identical runs (default 3)")

@@ -1,6 +1,6 @@
 """A history with a planted regression, to check the bisection on: a copy of this project's tracked files as one
 commit, then 15 more, one of which slows the code by a share of itself and one of which makes the same file fail
-to import (the next one mends it); the others add a note. ``python -m reports.gate_check --part bisect`` and the
+to import (the next one mends it); the others add a note. ``python -m selfcheck.gate_check --part bisect`` and the
 tests bisect it."""
 
 from __future__ import annotations
