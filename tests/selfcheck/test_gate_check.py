@@ -29,7 +29,7 @@ def test_detection_rate_per_slowdown():
 
 def test_each_part_asked_for_reaches_the_summary(monkeypatch, tmp_path):
     """The parts run and summarized are the ones asked for, with the figures each returned."""
-    from reports import gate_check
+    from selfcheck import gate_check
 
     same = [{"old": "a", "new": "b", "metrics": 4, "gated regressions": 0, "flagged": 0, "flagged %": 0.0, "which": ""}]
     sensitive = [{"try": 1, "slowdown": 0.2, "delay (ms)": 9.0, "step ratio": "1.0 -> 1.2", "p": "0.001", "caught": True}]
