@@ -71,10 +71,10 @@ class Built:
         return max(self.pages.items(), key=lambda item: item[1])
 
 
-def site_beside(runs: Runs) -> Path:
+def site_beside(store: Runs) -> Path:
     """Where the site of a runs directory goes: ``reports/site`` for the default one, else beside it, named
     after it (/shared/ddpc-runs -> /shared/ddpc-runs-site). Never inside it, where a folder reads as a run."""
-    root = runs.root.absolute()
+    root = store.root.absolute()
     if root == DEFAULT_ROOT.absolute():
         return DEFAULT_SITE
     return root.parent / f"{root.name}-site"
@@ -94,8 +94,8 @@ def previous_run(results: Results, runs: Sequence[Results]) -> Results | None:
     return (named or earlier or [None])[-1]
 
 
-def _check_out(runs: Runs, out: Path) -> None:
-    root, out = runs.root.absolute(), Path(out).absolute()
+def _check_out(store: Runs, out: Path) -> None:
+    root, out = store.root.absolute(), Path(out).absolute()
     if out == root or root in out.parents:
         raise SiteError(f"--out: got {out}, inside the runs directory {root}, but should be outside it (a "
                         "folder there reads as a run)")
@@ -155,20 +155,20 @@ def _write_site(folder: Path, root: Path, runs: Sequence[Results], kept: list[Re
     _write(folder, MARKER, json.dumps(manifest, indent=1), built)
 
 
-def build_site(runs: Runs, out: Path, keep: int = DEFAULT_KEEP) -> Built:
-    """The site of ``runs``, written to ``out`` (replacing the site there)."""
+def build_site(store: Runs, out: Path, keep: int = DEFAULT_KEEP) -> Built:
+    """The site of the runs in ``store``, written to ``out`` (replacing the site there)."""
     if keep < 1:
         raise SiteError(f"--keep: got {keep}, but should be at least 1")
-    _check_out(runs, out)
+    _check_out(store, out)
     out = Path(out).absolute()
-    reading = runs.read()
+    reading = store.read()
     kept = kept_runs(reading.runs, keep)
     built = Built(out, runs=[r.run.name for r in kept], unreadable=reading.unreadable)
     out.parent.mkdir(parents=True, exist_ok=True)
     fresh = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(fresh, ignore_errors=True)
     try:
-        _write_site(fresh, runs.root, reading.runs, kept, reading.unreadable, built, keep)
+        _write_site(fresh, store.root, reading.runs, kept, reading.unreadable, built, keep)
         if out.exists():
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             out.rename(old)
