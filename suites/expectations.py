@@ -12,6 +12,8 @@ Format::
     versions = "<0.19"      # optional: only for these versions of the implementation
     run = false             # optional, xfail only: a known failure that hangs (until the group's timeout)
                             # is recorded without running it; --runxfail runs it
+    unless = ["*ep2*"]      # optional: tests these patterns match are left out (where a region of the
+                            # compositions holds some that pass)
 
 ``versions`` takes PEP 440 specifiers: an entry with it applies only when the
 implementation's version satisfies them, so one list serves several releases
@@ -44,8 +46,12 @@ class Expectation:
     versions: SpecifierSet = SpecifierSet()  # empty: every version
     run: bool = True
     """An xfail that is recorded without running (it hangs until the group's timeout)."""
+    unless: tuple[str, ...] = ()
+    """Patterns of the tests ``test`` matches that the entry leaves out."""
 
     def matches(self, nodeid: str) -> bool:
+        if any(fnmatch.fnmatchcase(nodeid, pattern) for pattern in self.unless):
+            return False
         return fnmatch.fnmatchcase(nodeid, self.test) or nodeid.startswith(self.test + "[")
 
     def applies_to(self, version: str) -> bool:
@@ -84,7 +90,10 @@ def load_expectations(impl_name: str, directory: Path = EXPECTATIONS_DIR, *,
             if not isinstance(run, bool) or kind == "skip" and "run" in entry:
                 raise ValueError(f"{path}: {kind}[{i}] run is {run!r}, but should be true or false, and only on an "
                                  "xfail")
-            entries.append(Expectation(kind, entry["test"], entry["reason"], versions, run))
+            unless = entry.get("unless", [])
+            if not isinstance(unless, list) or not all(isinstance(u, str) and u for u in unless):
+                raise ValueError(f"{path}: {kind}[{i}] unless is {unless!r}, but should be a list of test patterns")
+            entries.append(Expectation(kind, entry["test"], entry["reason"], versions, run, tuple(unless)))
     unknown = set(data) - {"skip", "xfail"}
     if unknown:
         raise ValueError(f"{path}: got tables {sorted(unknown)}, but should only have skip, xfail")

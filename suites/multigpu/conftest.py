@@ -144,17 +144,19 @@ def pytest_runtest_makereport(item: pytest.Item, call):
 
 def rerun_line(item: pytest.Item, case) -> str:
     """The command that runs one failed check alone: a composition by its ``--case`` spelling (and its steps), any
-    other by its node id; with the implementation and the world size of this session (under torchrun, torchrun with
-    as many processes), from where it ran (outside this checkout: ``python -m pytest``, which imports a factory from
-    there, and the suite's full path)."""
+    other by its node id; with the implementation, the device and the world size of this session (under torchrun,
+    torchrun with as many processes), from where it ran (outside this checkout: ``python -m pytest``, which imports
+    a factory from there, and the suite's full path)."""
     config = item.config
     impl = config.getoption("impl", "reference")
     extra = f" --world-size {config.getoption('world_size')}" if config.getoption("world_size") else ""
+    device = f" --device {config.getoption('device')}" if config.getoption("device", "auto") != "auto" else ""
     here = Path.cwd().resolve() == config.rootpath.resolve()
     command = "pytest" if here else "python -m pytest"
     processes = harness_plugin.torchrun_world_size(config)
     if processes is not None:
         command, extra = f"torchrun --nproc-per-node={processes} -m pytest", ""
+    extra += device
     if case is not None:
         steps = f",steps={case.steps}" if case.steps != STEPS else ""
         suite = "suites/multigpu" if here else str(config.rootpath / "suites" / "multigpu")

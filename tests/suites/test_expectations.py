@@ -75,3 +75,14 @@ def test_run_is_a_boolean_of_an_xfail(tmp_path, entry):
     (tmp_path / "x.toml").write_text(entry)
     with pytest.raises(ValueError, match=r"run is .*, but should be true or false, and only on an xfail"):
         load_expectations("x", tmp_path)
+
+
+def test_unless_leaves_out_the_tests_of_a_region_that_pass(tmp_path):
+    (tmp_path / "x.toml").write_text(
+        '[[xfail]]\ntest = "t.py::*[[]*policy=high-busbw*clip=inf*]"\nunless = ["*,instances=2*"]\nreason = "r"\n')
+    [entry] = load_expectations("x", tmp_path)
+    assert entry.matches("t.py::c[policy=high-busbw,clip=inf,loss=per-token]")
+    assert not entry.matches("t.py::c[policy=high-busbw,clip=inf,instances=2]"), "a test unless names is left out"
+    (tmp_path / "y.toml").write_text('[[xfail]]\ntest = "t.py::c"\nunless = "*x*"\nreason = "r"\n')
+    with pytest.raises(ValueError, match="unless is '\\*x\\*', but should be a list of test patterns"):
+        load_expectations("y", tmp_path)

@@ -20,9 +20,9 @@ def _item(mode: str, world_size: int, options: dict):
 
 def test_under_torchrun_the_line_starts_as_many_processes(monkeypatch):
     monkeypatch.chdir(ROOT)
-    line = rerun_line(_item("torchrun", 4, {"impl": "mine"}), None)
-    assert line == f"torchrun --nproc-per-node=4 -m pytest '{NODE}' --impl mine", (
-        f"got {line!r}, but should rerun it on the 4 processes torchrun started")
+    line = rerun_line(_item("torchrun", 4, {"impl": "mine", "device": "cuda"}), None)
+    assert line == f"torchrun --nproc-per-node=4 -m pytest '{NODE}' --impl mine --device cuda", (
+        f"got {line!r}, but should rerun it on the 4 processes torchrun started, on their device")
 
 
 def test_under_plain_pytest_the_line_spawns_the_sessions_world_size(monkeypatch):
