@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from reference.process_groups import new_group
 
-from .models import FFN, HIDDEN, VOCAB
+from .models import FFN, HIDDEN, LINEAR_WEIGHTS, VOCAB
 
 NUM_EXPERTS = 4
 
@@ -123,7 +123,9 @@ class Expert(torch.nn.Module):
 class TinyMoE(torch.nn.Module):
     """Embedding, one MoE block (residual), a norm and an output head; ``experts`` are global ids held here."""
 
-    def __init__(self, experts: list[int], ep_group: dist.ProcessGroup | None, seed: int = 1234) -> None:
+    def __init__(self, experts: list[int], ep_group: dist.ProcessGroup | None, seed: int = 1234,
+                 quantized: str | None = None) -> None:
+        """``quantized``: hold the experts' linear weights in that recipe (``param.fp8_recipe``)."""
         super().__init__()
         torch.manual_seed(seed)
         self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
@@ -134,6 +136,9 @@ class TinyMoE(torch.nn.Module):
             torch.manual_seed(seed + 1 + expert)  # the same init wherever the expert lives
             local.append(Expert())
         self.experts = torch.nn.ModuleList(local)
+        for name, param in self.experts.named_parameters():
+            if quantized is not None and name.endswith(LINEAR_WEIGHTS):
+                param.fp8_recipe = quantized
         self.ep_group = ep_group
         self.ep = 1 if ep_group is None else dist.get_world_size(ep_group)
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import torch
 from torch.func import functional_call
 
-from . import moe
+from . import moe, quantized
 from .cases import Case
-from .models import HIDDEN, batch, loss_fn, make_model
+from .models import HIDDEN, LINEAR_WEIGHTS, batch, loss_fn, make_model
 
 
 def single_process_model(case: Case, device) -> torch.nn.Module:
@@ -57,6 +57,9 @@ class GlobalBatch:
         self.case, self.ctx = case, ctx
         self.model = single_process_model(case, ctx.device)
         self.params = dict(self.model.named_parameters())
+        with torch.no_grad():  # a quantized param is made from its values, its master from what it then holds
+            for name in filter(self.quantizes, self.params):
+                self.params[name].copy_(self.held(self.params[name].float()))
         self.masters = {name: p if in_param_dtype else p.detach().float().clone() for name, p in self.params.items()}
         self.opt = case.make_torch_optimizer(list(self.masters.values()))
 
@@ -132,8 +135,34 @@ class GlobalBatch:
             for name, master in self.masters.items():
                 master.grad = None
                 if master is not self.params[name]:
-                    self.params[name].copy_(master)
+                    self.params[name].copy_(self.held(master) if self.quantizes(name) else master)
         return before
+
+    def quantizes(self, name: str) -> bool:
+        """Whether the case holds this param quantized: the linear weights, the experts' too."""
+        return self.case.quantized is not None and name.endswith(LINEAR_WEIGHTS)
+
+    def held(self, master: torch.Tensor) -> torch.Tensor:
+        """The values a param quantized from ``master`` computes with, by the suite's quantizer (``quantized.py``):
+        per-tensor FP8 scaled by the amax of the whole param; MXFP8 from the master rounded to bf16, as gathered."""
+        return self._held(master, float(master.abs().max()))
+
+    def _held(self, master: torch.Tensor, amax: float) -> torch.Tensor:
+        rows = master.detach().float().cpu().reshape(master.shape[0], -1)
+        if self.case.quantized == "fp8":
+            values = quantized.per_tensor_values(rows.reshape(-1).tolist(), amax)
+        else:
+            values = quantized.mx_values(rows.to(torch.bfloat16).float().tolist())
+        return torch.tensor(values, dtype=torch.float32, device=master.device).reshape(master.shape)
+
+    def held_range(self, master: torch.Tensor, bound: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The least and the most a quantized param may hold where its master may lie ``bound`` from ``master``
+        (quantizing rounds to the nearest of few values, so a master within the bound may round to either
+        neighbour, and the scale follows the whole param's amax)."""
+        magnitude = master.detach().float().abs()
+        amaxes = {float((magnitude - bound).clamp(min=0).max()), float((magnitude + bound).max())}
+        held = torch.stack([self._held(master + side * bound, amax) for side in (-1, 1) for amax in amaxes])
+        return held.amin(dim=0), held.amax(dim=0)
 
     def follow(self, params: dict[str, torch.Tensor]) -> None:
         """Start the next step from the implementation's params, so that its grads are compared from the same

@@ -52,6 +52,17 @@ def e4m3(value: float) -> int:
     return sign | min(code, 0x7E)
 
 
+def e4m3_value(code: int) -> float:
+    """The number an E4M3 byte encodes."""
+    sign = -1.0 if code & 0x80 else 1.0
+    exponent, mantissa = code >> 3 & 0xF, code & 0x7
+    if exponent == 0xF and mantissa == 0x7:
+        return math.nan
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** -9
+    return sign * (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+
+
 def per_tensor(values: Sequence[float], amax: float) -> tuple[list[int], float]:
     """A per-tensor FP8 param's bytes and the inverse of its scale, ``amax`` the whole param's."""
     scale = E4M3_MAX / amax if 0 < amax < math.inf else 1.0
@@ -82,6 +93,19 @@ def mx_rows(rows: Sequence[Sequence[float]]) -> tuple[list[list[int]], list[list
         data.append(row_bytes)
         scales.append(row_scales)
     return data, scales
+
+
+def per_tensor_values(values: Sequence[float], amax: float) -> list[float]:
+    """What a per-tensor FP8 param computes with: each byte's number times the inverse scale, in float32."""
+    data, scale_inv = per_tensor(values, amax)
+    return [_f32(e4m3_value(code) * scale_inv) for code in data]
+
+
+def mx_values(rows: Sequence[Sequence[float]]) -> list[list[float]]:
+    """What an MXFP8 param computes with: its row-wise copy, each byte's number times its block's scale."""
+    data, scales = mx_rows(rows)
+    return [[e4m3_value(code) * (math.nan if scale[i // 32] == 255 else 2.0 ** (scale[i // 32] - 127))
+             for i, code in enumerate(row)] for row, scale in zip(data, scales)]
 
 
 def mx(values: Sequence[Sequence[float]] | Sequence[float]) -> dict[str, tuple[list[list[int]], list[list[int]]]]:

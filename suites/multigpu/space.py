@@ -144,6 +144,11 @@ AXES: tuple[Axis, ...] = (
          "clipped norm and the norm before clipping, above every norm"),
     _flag("force-all-reduce", "off", "on", "finish_grad_sync(force_all_reduce=True): every rank holds every grad",
           force_all_reduce=True),
+    Axis("quantized", (Value("none"), Value("fp8", dict(quantized="fp8")), Value("mxfp8", dict(quantized="mxfp8"))),
+         "the linear weights held in FP8 (one scale from the amax of the whole weight, which no rank's shard holds "
+         "alone) or MXFP8 (a scale per 32 elements) beside the bf16 rest, gathered so, or every param in its dtype"),
+    _flag("reuse", "off", "on", "MXFP8 params gathered in bf16 through the grad buffer's memory, which must be "
+          "staged, gathered, consumed and zeroed in turn, or through a param buffer of their own", reuse=True),
 )
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 BASE: dict[str, str] = {a.name: a.base for a in AXES}
@@ -223,6 +228,17 @@ RULES: tuple[Rule, ...] = (
     _rule("a forced all-reduce at finish", {"force-all-reduce": ON}, {"overlap": "off"},
           "with overlap, buckets launched during backward keep their reduce-scatter: which grads a rank holds "
           "depends on timing"),
+    _rule("quantized params are gathered", {"quantized": ("fp8", "mxfp8")}, {"policy": NOT_PACKED},
+          "fp8_param_gather quantizes the params a distributed optimizer all-gathers (DDPConfig refuses it without)"),
+    _rule("quantized params keep fp32 masters", {"quantized": ("fp8", "mxfp8")},
+          {"precision": ("bf16-fp32-grads", "bf16")},
+          "FP8 weights are made in a bf16 model whose optimizer steps fp32 masters; with fp32 params the master would "
+          "be the quantized param itself"),
+    _rule("quantized buckets group by upstream's rule", {"quantized": ("fp8", "mxfp8")}, {"bucket-groups": "1"},
+          "each bucket of quantized params is a group of its own (DDPConfig refuses buckets_per_group with it)"),
+    _rule("only MXFP8 reuses the grad memory", {"reuse": ON}, {"quantized": "mxfp8"},
+          "reuse_grad_buf_for_mxfp8_param_ag gathers MXFP8 params in bf16 (DDPConfig refuses it without "
+          "fp8_param_gather; upstream, without MXFP8)"),
     _rule("a forced all-reduce, then no finalize", {"force-all-reduce": ON}, {"loss": "mean"},
           "the forced all-reduce is finish_grad_sync's, which divides by no token count"),
 )
@@ -266,11 +282,18 @@ def extendable(labels: Composition, ignoring: str | None = None) -> bool:
 
 @cache
 def _extendable(items: frozenset[tuple[str, str]], ignoring: str | None) -> bool:
+    """Labels only the axes of rules not yet decided, the rule that reads the most labelled axes first (where a
+    conflict would show soonest): once every rule holds whatever the free axes take, any completion is allowed."""
     labels = dict(items)
-    if any(r.holds(labels) is False for r in RULES if r.name != ignoring):
+    verdicts = [(r, r.holds(labels)) for r in RULES if r.name != ignoring]
+    if any(verdict is False for _, verdict in verdicts):
         return False
-    free = next((a for a in AXES if a.name not in labels), None)
-    return free is None or any(_extendable(items | {(free.name, label)}, ignoring) for label in free.labels)
+    undecided = [r for r, verdict in verdicts if verdict is None]
+    if not undecided:
+        return True
+    undecided = max(undecided, key=lambda r: sum(a in labels for a in r.axes))
+    free = next(a for a in undecided.axes if a not in labels)
+    return any(_extendable(items | {(free, label)}, ignoring) for label in BY_NAME[free].labels)
 
 
 def check(labels: Composition) -> None:

@@ -26,7 +26,7 @@ from suites.impls.support import provides
 
 from . import moe
 from .cases import Case
-from .compare import Arithmetic, agreed, assert_close, assert_within, tolerance
+from .compare import UNIT_ROUNDOFF, Arithmetic, agreed, assert_close, assert_within, tolerance
 from .models import batch, loss_fn, make_model, tokens_in
 from .oracle import GlobalBatch, Gradient
 
@@ -56,7 +56,7 @@ def local_model(case: Case, ctx) -> torch.nn.Module:
     if case.moe is None:
         return make_model(case.tied, case.dtype, quantized=case.quantized).to(ctx.device)
     ep_group, _ = moe.groups(case.moe, ctx.rank)
-    return moe.TinyMoE(case.moe.experts_of(ctx.rank), ep_group).to(case.dtype).to(ctx.device)
+    return moe.TinyMoE(case.moe.experts_of(ctx.rank), ep_group, quantized=case.quantized).to(case.dtype).to(ctx.device)
 
 
 def requires_instances(ctx, case: Case) -> None:
@@ -348,8 +348,8 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
         agreed(ctx, lambda: check_reduced(ctx, ours, want, bounds, held, problems, zeros, step))
         norm = ours.step()
         before = oracle.update(held, norm)
-        logits = ours.settle_params(step)
         ours.zero_grad()
+        logits = ours.settle_params(step)  # after zero_grad, as a training loop: the reuse stages params there
         params = ours.params()
         agreed(ctx, lambda: check_update(ctx, case, arithmetic, norm, held, want, bounds, step))
         agreed(ctx, lambda: check_params(ctx, case, arithmetic, params, oracle, before, logits, step))
@@ -451,6 +451,11 @@ def check_params(ctx, case: Case, arithmetic: Arithmetic, params: dict, oracle: 
     for name, param in params.items():
         want = oracle.params[name]
         bound = arithmetic.param_bound(before[name], oracle.masters[name])
+        if oracle.quantizes(name):  # the master's bound, carried through the quantizer, then one rounding to bf16
+            low, high = oracle.held_range(oracle.masters[name], bound)
+            low, high = low.double(), high.double()
+            want = (low + high) / 2
+            bound = (high - low) / 2 + 2 * UNIT_ROUNDOFF[param.dtype] * torch.maximum(low.abs(), high.abs())
         assert_within(param, want, bound.reshape(want.shape), f"step {step} rank {ctx.rank} param {name} (vs single "
                       "process, from the same params, grads and norm)")
     if logits is not None:  # the forward must have waited for the all-gather

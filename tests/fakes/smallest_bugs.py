@@ -5,16 +5,19 @@ of a bucket's microbatch grads to bf16 once before reducing it (grads
 reduced in fp32 but for that; one bf16 microbatch grad is a bf16 value
 already, so it shows from two microbatches on); ``bf16_norm`` takes the norm of fp32 grads cast to bf16;
 ``zero_counted_twice`` counts one zero element too many; ``bf16_clip``
-rounds the clip coefficient to bf16.
+rounds the clip coefficient to bf16; ``fp8_code_off`` holds one element of
+a per-tensor FP8 weight at the next E4M3 code after each gather.
 """
 
 import torch
 
 from fixtures.broken.base import Broken
 from reference.bucket_group import BucketGroup
+from reference.buffer import ParamAndGradBuffer
 from reference.clip import clip_coefficient
 from reference.ddp import DistributedDataParallel
 from reference.optimizer import ReferenceOptimizer
+from reference.quantize import TENSOR
 
 
 class RoundedOnceGroup(BucketGroup):
@@ -70,4 +73,21 @@ class Bf16Clip(Broken):
     optimizer_cls = Bf16ClipOptimizer
 
 
+class CodeOffBuffer(ParamAndGradBuffer):
+    def consume(self, bucket_id: int) -> None:
+        super().consume(bucket_id)
+        if self.layout.recipe != TENSOR:
+            return
+        for name in self.buckets[bucket_id].param_names:
+            if name == "fc1.weight":
+                param = self.params[name]
+                param.fp8.data.view(-1)[0] += 1  # the next code away from zero
+                param.data.copy_(self.dequantized(param))
+
+
+class Fp8CodeOff(Broken):
+    buffer_cls = CodeOffBuffer
+
+
 bf16_sum, bf16_norm, zero_counted_twice, bf16_clip = Bf16Sum(), Bf16Norm(), ZeroCountedTwice(), Bf16Clip()
+fp8_code_off = Fp8CodeOff()

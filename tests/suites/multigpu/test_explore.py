@@ -69,9 +69,10 @@ def test_the_database_replays_a_failure_first(tmp_path):
 
 
 def test_nothing_found_spends_the_budget_and_says_so(tmp_path):
-    exploration = explorer(never, tmp_path).explore(covering.rows("triples"), Budget(150, None))
+    triples = covering.rows("triples")
+    exploration = explorer(never, tmp_path).explore(triples, Budget(150, None))
     assert not exploration.findings
-    assert exploration.triples == 130 and exploration.searched == 20, exploration
+    assert exploration.triples == len(triples) and exploration.searched == 150 - len(triples), exploration
     assert exploration.stopped_by == "compositions"
 
 
@@ -175,12 +176,12 @@ def test_a_torchrun_world_size_bounds_every_composition(tmp_path, world):
 
 
 def test_the_search_shrinks_a_three_axis_bug_of_the_catalogue_to_its_axes_on_real_ranks(tmp_path):
-    """``pytest suites/multigpu --explore`` against the catalogue's one-rank shard bug: the 15th composition of
+    """``pytest suites/multigpu --explore`` against the catalogue's one-rank shard bug: the 20th composition of
     the triples holds it (two instances at world 2, two microbatches, a distributed policy); the finding names
     those three axes, and the line that reproduces it does."""
     report = tmp_path / "exploration.json"
     spec = "fixtures.broken.one_rank_shard_adds_twice"
-    proc = run_pytest("suites/multigpu", "--impl", spec, "--explore", "15", "--explore-db", str(tmp_path / "db"),
+    proc = run_pytest("suites/multigpu", "--impl", spec, "--explore", "20", "--explore-db", str(tmp_path / "db"),
                       "--explore-report", str(report), in_process=True)
     assert proc.returncode == 1, proc.stdout[-2000:]
     exploration = from_json(Exploration, json.loads(report.read_text()))

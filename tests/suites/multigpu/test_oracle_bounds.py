@@ -2,7 +2,7 @@
 
 The reference passes every composition (the suite's runs show it); these
 are the other side: one rounding too many in a reduction, a norm or a clip
-coefficient, or one zero counted too many, each caught by the check that
+coefficient, one zero counted too many, or one FP8 code off, each caught by the check that
 owns it, in the composition where the bug can act.
 """
 
@@ -15,6 +15,7 @@ SMALLEST = [
     ("bf16_norm", "clip=l2", "grad norm"),
     ("zero_counted_twice", "base", "zero grad elements"),
     ("bf16_clip", "clip=l2", "param"),
+    ("fp8_code_off", "policy=padded,precision=bf16-fp32-grads,quantized=fp8", "param"),
 ]
 
 
