@@ -22,49 +22,11 @@ verification rounds predict.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
-from datamodel import doc
-from hardware.noise import SleepOvershoot
-
-from .busbw import ELEMENT_BYTES
 from .registry import Benchmark, Metric, absolute, informative
-from .sampling import Sampled
-from .settings import Model
 from .stats import Figure
-from .tuner.records import MeasuredInputs, Prediction, Recommendation, Verification
-
-IMPL = "reference"
-
-
-@dataclass(frozen=True)
-class BucketSizeRecord:
-    """The method checked on one model: its inputs, every candidate predicted, the recommendation, and three
-    sizes predicted and measured side by side."""
-
-    impl: str = doc("the implementation whose buckets are tuned")
-    model: Model = doc("width, depth, batch and wait_ratio of the emulated model")
-    wait_ms: float = doc("emulated compute per layer's backward (wait_ratio x one layer's all-reduce)")
-    inputs: MeasuredInputs = doc("the verification rounds' inputs")
-    predictions: tuple[Prediction, ...] = doc("every candidate, from the inputs' medians")
-    recommendation: Recommendation = doc("the smallest predicted exposed time, and the sizes within 5% of it")
-    verification: Verification = doc("three sizes predicted and measured, round by round")
-    sampling: Sampled = doc("the verification rounds: how many, why they stopped, each error's target")
-    sleep_overshoot: SleepOvershoot | None = doc("the emulated compute's sleeps on CPU, time slept over time "
-                                                 "asked; null on CUDA")
-    world_size: int = doc("ranks")
-    backend: str = doc("gloo or nccl")
-
-    element_bytes = ELEMENT_BYTES
-    """Bytes per grad element: the benchmark model's grads are fp32."""
-
-    def bucket_bytes(self, bucket_size: int | None) -> int:
-        """A candidate's largest bucket in bytes: its size, or the whole model when that holds less (or for one
-        bucket)."""
-        total = self.model.depth * self.model.bucket_elements
-        return min(total if bucket_size is None else bucket_size, total) * self.element_bytes
-
+from .tuner.records import IMPL, BucketSizeRecord
 
 def metrics(records: Sequence[BucketSizeRecord]) -> dict[str, Metric]:
     """Informative: each verified size's prediction error (its size, per round) and measured step, and the

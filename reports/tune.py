@@ -18,8 +18,7 @@ from benchmarks.tuner.tune import Question, RunCurve, TuneReport, tune
 from cli import Count, Parser, Real
 from datamodel import to_json
 from ranks.capacity import WorldSize
-from reference.layout import POLICIES
-from reference.layout.cli import DTYPES, add_model_source, check_model_source, describe, read_specs
+from reference.layout.cli import DTYPES, add_model_source, add_planning, check_model_source, describe, read_specs
 
 from .render.sections.bucket_size import predictions_markdown, recommendation_line, verification_markdown
 from .store.arguments import RunOrLatest
@@ -33,11 +32,7 @@ def parser() -> Parser:
     add_model_source(p)
     p.add_argument("--dp", type=Count(2, why="at one rank nothing is communicated, so every bucket size is the "
                                              "same"), required=True, help="data-parallel size to tune for")
-    p.add_argument("--policy", choices=list(POLICIES), default="padded",
-                   help="padding policy (default padded: the distributed optimizer, reduce-scatter)")
-    p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="the dtype every param is planned in "
-                   "(default bf16)")
-    p.add_argument("--grad-reduce-in-fp32", action="store_true")
+    add_planning(p)
     p.add_argument("--from-run", type=RunOrLatest(), metavar="RUN",
                    help="a run directory of `python -m reports` (or a runs root: its latest) whose bus-bandwidth "
                         "records give the curve (default: a calibrated sweep now)")

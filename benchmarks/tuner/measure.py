@@ -11,7 +11,6 @@ from typing import Callable, Sequence
 
 from reference.layout import ParamSpec, plan_layout
 
-from ..bucket_size import IMPL, BucketSizeRecord
 from ..busbw import bucket_count
 from ..measurable import lone_rank
 from ..measuring.busbw import ELEMENT, PADDINGS, calls_per_round, make_buffers, padded_count
@@ -23,7 +22,8 @@ from ..settings import Model
 from ..stats import Figure
 from .inputs import Probe, inputs_at, layout_config, measured_inputs, model_specs
 from .method import candidate_sizes, predict_all, recommend, verification_sizes, verify
-from .records import ROLES, Candidate, Check, MeasuredInputs, Prediction, Recommendation, Verification, size_label
+from .records import (IMPL, ROLES, BucketSizeRecord, Candidate, Check, MeasuredInputs, Prediction, Recommendation,
+                      Verification, size_label)
 from .schedule import SimulatedBucket, buckets_of
 
 CALIBRATION = Sampling(fixed_rounds=5, fixed_warmup=2)

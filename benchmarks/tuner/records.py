@@ -8,7 +8,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from datamodel import doc
+from hardware.noise import SleepOvershoot
 
+from ..busbw import ELEMENT_BYTES
+from ..sampling import Sampled
+from ..settings import Model
 from ..stats import Figure
 
 ROLES = ("recommended", "far smaller", "far larger")
@@ -123,3 +127,34 @@ class MeasuredInputs:
                              "beside it), less one launch")
     contention_ms_per_mb: Figure = doc("backward time lost per MB (1e6 bytes) a collective moves beside it")
     method: str = doc("how each input was measured, in words")
+
+
+IMPL = "reference"
+
+
+@dataclass(frozen=True)
+class BucketSizeRecord:
+    """The method checked on one model: its inputs, every candidate predicted, the recommendation, and three
+    sizes predicted and measured side by side."""
+
+    impl: str = doc("the implementation whose buckets are tuned")
+    model: Model = doc("width, depth, batch and wait_ratio of the emulated model")
+    wait_ms: float = doc("emulated compute per layer's backward (wait_ratio x one layer's all-reduce)")
+    inputs: MeasuredInputs = doc("the verification rounds' inputs")
+    predictions: tuple[Prediction, ...] = doc("every candidate, from the inputs' medians")
+    recommendation: Recommendation = doc("the smallest predicted exposed time, and the sizes within 5% of it")
+    verification: Verification = doc("three sizes predicted and measured, round by round")
+    sampling: Sampled = doc("the verification rounds: how many, why they stopped, each error's target")
+    sleep_overshoot: SleepOvershoot | None = doc("the emulated compute's sleeps on CPU, time slept over time "
+                                                 "asked; null on CUDA")
+    world_size: int = doc("ranks")
+    backend: str = doc("gloo or nccl")
+
+    element_bytes = ELEMENT_BYTES
+    """Bytes per grad element: the benchmark model's grads are fp32."""
+
+    def bucket_bytes(self, bucket_size: int | None) -> int:
+        """A candidate's largest bucket in bytes: its size, or the whole model when that holds less (or for one
+        bucket)."""
+        total = self.model.depth * self.model.bucket_elements
+        return min(total if bucket_size is None else bucket_size, total) * self.element_bytes

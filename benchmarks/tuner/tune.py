@@ -26,7 +26,6 @@ from ranks import run_on_ranks
 from ranks.joining import pick_backend
 from reference.layout import LayoutConfig, ParamSpec
 
-from ..bucket_size import IMPL, BucketSizeRecord
 from ..busbw import GATED_PLACEMENT, BusbwRecord, Sweep
 from ..sampling import Sampling
 from ..settings import GLOO_LARGEST, NCCL_LARGEST, BenchSettings
@@ -36,7 +35,7 @@ from .curve import CollectiveCurve
 from .inputs import inputs_at, model_specs
 from .measure import CurveRequest, curve_policy, tune_on_ranks
 from .method import Inputs, candidate_sizes, predict_all, recommend
-from .records import CurvePoint, Prediction, Recommendation
+from .records import IMPL, BucketSizeRecord, CurvePoint, Prediction, Recommendation
 from .schedule import DENSE_GROUP, EXPERT_GROUP, collective_for
 
 CURVE_BUDGET_S = 20.0

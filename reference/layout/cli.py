@@ -72,6 +72,15 @@ def add_model_source(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_planning(parser: argparse.ArgumentParser) -> None:
+    """How the buffers are planned: the options the layout command and the tuner share."""
+    parser.add_argument("--policy", choices=list(POLICIES), default="padded",
+                        help="padding policy (default padded: the distributed optimizer, reduce-scatter)")
+    parser.add_argument("--dtype", choices=list(DTYPES), default="bf16",
+                        help="the dtype every param is planned in (default bf16)")
+    parser.add_argument("--grad-reduce-in-fp32", action="store_true")
+
+
 def check_model_source(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse what ``add_model_source``'s options cannot mean together (``args.dp``: the data-parallel
     size)."""
@@ -89,10 +98,7 @@ def parser() -> Parser:
         "--bucket-size", type=Count(0, unit="of elements"), default=None,
         help="elements per bucket (default: upstream's max(40M, 1M * dp)); 0 for one bucket",
     )
-    p.add_argument("--policy", choices=list(POLICIES), default="padded")
-    p.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="the dtype every param is planned in "
-                   "(default bf16)")
-    p.add_argument("--grad-reduce-in-fp32", action="store_true")
+    add_planning(p)
     p.add_argument("--fp8-param-gather", choices=RECIPES, default=None,
                    help="hold the 2-D weights of linear layers quantized (fp8: per-tensor, mxfp8: 32-element "
                         "blocks) in a buffer of their own, and give the buffers' bytes with and without MXFP8's "

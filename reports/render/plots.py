@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as Canvas
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from benchmarks.bucket_size import BucketSizeRecord
+from benchmarks.tuner.records import BucketSizeRecord
 from benchmarks.busbw import BusbwRecord
 from benchmarks.overlap import OverlapRecord
 from benchmarks.stats import Figure

@@ -5,7 +5,7 @@ grads (computed in the model's dtype, as a rank computes them) added up in
 fp32, summed over the ranks and divided by the world size (or by every
 rank's tokens, for a per-token loss). It also keeps, element by element, the
 sum of the added grads' magnitudes: how far a correct reduction may round
-away from the exact sum is bounded by it (``compare.Arithmetic``).
+away from the exact sum is bounded by it (``bounds.Arithmetic``).
 
 With experts spread over an expert-parallel group, an expert computes the
 tokens of every rank of the group in one pass, and its rounding depends on

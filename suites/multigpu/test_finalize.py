@@ -12,7 +12,7 @@ import torch
 from suites.impls import load_implementation
 
 from .cases import Case
-from .compare import agreed, assert_close, tolerance
+from .bounds import agreed, assert_close, tolerance
 from .training import UnderTest
 
 pytestmark = pytest.mark.requires("optimizer")

@@ -8,7 +8,7 @@ from suites.impls import load_implementation
 from suites.multigpu.harness import requires_peers
 
 from .cases import Case
-from .compare import assert_close
+from .bounds import assert_close
 from .observe import requires_observed, watching
 from .models import batch, loss_fn, make_model
 from .training import UnderTest, owned_grad_pairs

@@ -26,7 +26,7 @@ from ranks.recording import recording
 from suites.impls import load_implementation
 
 from .cases import Case, params
-from .compare import agreed, assert_close
+from .bounds import agreed, assert_close
 from .models import batch, loss_fn, make_model
 from .training import UnderTest, local_model
 

@@ -29,7 +29,7 @@ from suites.impls.protocol import HoldsQuantizedParams, ShardsMasters, SyncsPara
 
 from . import quantized
 from .cases import MID, Case, params
-from .compare import agreed
+from .bounds import agreed
 from .training import UnderTest, global_token_count
 
 pytestmark = pytest.mark.requires("ddp", "optimizer")

@@ -26,7 +26,7 @@ from suites.impls.support import provides
 
 from . import moe
 from .cases import Case
-from .compare import UNIT_ROUNDOFF, Arithmetic, agreed, assert_close, assert_within, tolerance
+from .bounds import UNIT_ROUNDOFF, Arithmetic, agreed, assert_close, assert_within, tolerance
 from .models import batch, loss_fn, make_model, tokens_in
 from .oracle import GlobalBatch, Gradient
 
@@ -326,7 +326,7 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
 
     Each step starts the oracle from the implementation's params and checks
     the reduced grads every rank holds against the oracle's (within the bound
-    the arithmetic allows, ``compare.Arithmetic``), that they make up every
+    the arithmetic allows, ``bounds.Arithmetic``), that they make up every
     param once and agree where ranks hold the same elements, the zero count
     and the grad norm against those grads and against the oracle's, that the
     case meets the side of the clip and skip decisions it is named for, and

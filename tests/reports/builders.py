@@ -71,7 +71,7 @@ def bucket_size_record(width: int = 256, depth: int = 64, recommended: int | Non
     """The bucket-size benchmark on a ``depth`` x Linear(``width``) model: the recommendation and its range
     (elements) as given, its three sizes measured at ``steps`` ms (recommended, far smaller, far larger), each
     predicted exactly."""
-    from benchmarks.bucket_size import BucketSizeRecord
+    from benchmarks.tuner.records import BucketSizeRecord
     from benchmarks.tuner.records import Check, CurvePoint, MeasuredInputs, Recommendation, Verification
 
     roles = (("recommended", recommended), ("far smaller", width * width), ("far larger", None))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from benchmarks.bucket_size import BucketSizeRecord
+from benchmarks.tuner.records import BucketSizeRecord
 from benchmarks.stats import describe
 from benchmarks.tuner.records import Prediction, Recommendation, Verification
 
