@@ -42,13 +42,19 @@ LINEAR_WEIGHTS = ("fc1.weight", "fc2.weight")
 the head and biases stay in their dtype, as Transformer Engine's models hold them)."""
 
 
+def held_quantized(name: str) -> bool:
+    """Whether a model of this suite holds this param quantized under fp8_param_gather: a linear layer's weight
+    (``experts.0.fc1.weight`` too)."""
+    return name.endswith(LINEAR_WEIGHTS)
+
+
 def make_model(tied: bool = False, dtype: torch.dtype = torch.float32, seed: int = 1234,
                quantized: str | None = None, **kw) -> TinyLM:
     """``quantized``: mark the linear weights to be held in that recipe (``param.fp8_recipe``)."""
     torch.manual_seed(seed)
     model = TinyLM(tied=tied, **kw).to(dtype)
     for name, param in model.named_parameters():
-        if quantized is not None and name in LINEAR_WEIGHTS:
+        if quantized is not None and held_quantized(name):
             param.fp8_recipe = quantized
     return model
 

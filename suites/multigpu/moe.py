@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from reference.process_groups import new_group
 
-from .models import FFN, HIDDEN, LINEAR_WEIGHTS, VOCAB
+from .models import FFN, HIDDEN, VOCAB, held_quantized
 
 NUM_EXPERTS = 4
 
@@ -137,7 +137,7 @@ class TinyMoE(torch.nn.Module):
             local.append(Expert())
         self.experts = torch.nn.ModuleList(local)
         for name, param in self.experts.named_parameters():
-            if quantized is not None and name.endswith(LINEAR_WEIGHTS):
+            if quantized is not None and held_quantized("experts." + name):
                 param.fp8_recipe = quantized
         self.ep_group = ep_group
         self.ep = 1 if ep_group is None else dist.get_world_size(ep_group)

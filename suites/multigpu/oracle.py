@@ -33,7 +33,7 @@ from torch.func import functional_call
 
 from . import moe, quantized
 from .cases import Case
-from .models import HIDDEN, LINEAR_WEIGHTS, batch, loss_fn, make_model
+from .models import HIDDEN, batch, held_quantized, loss_fn, make_model
 
 
 def single_process_model(case: Case, device) -> torch.nn.Module:
@@ -140,7 +140,7 @@ class GlobalBatch:
 
     def quantizes(self, name: str) -> bool:
         """Whether the case holds this param quantized: the linear weights, the experts' too."""
-        return self.case.quantized is not None and name.endswith(LINEAR_WEIGHTS)
+        return self.case.quantized is not None and held_quantized(name)
 
     def held(self, master: torch.Tensor) -> torch.Tensor:
         """The values a param quantized from ``master`` computes with, by the suite's quantizer (``quantized.py``):
