@@ -110,3 +110,11 @@ class StrengthPhase:
     seconds: float = doc("what measuring took")
     budget: float | None = doc("seconds the phase may spend measuring; null: every entry")
     proven_by: str = doc("the test that proves, on every commit, each entry caught by the tests it names")
+
+
+@dataclass(frozen=True)
+class StrengthMeasured:
+    """What the strength phase's child process (``python -m selfcheck.strength``) hands the main job."""
+
+    rows: tuple[StrengthRecord, ...] = doc("the catalogue's rows, measured or carried over")
+    phase: StrengthPhase = doc("what it measured and carried")

@@ -55,9 +55,8 @@ from ..comparison.claims import judge_claims
 from ..comparison.comparable import previous_comparable
 from ..comparison.series import trend
 from ..comparison.verdict import REFERENCE, covered, decide
-from ..conformance.records import SuiteRun
-from ..conformance.strength import STRENGTH_SECONDS, carried_rows, measure_strength
-from ..conformance.suites import multigpu, run_suite, run_suites
+from ..conformance.records import StrengthMeasured, StrengthPhase, StrengthRecord, SuiteRun
+from ..conformance.suites import child_environment, multigpu, run_suite, run_suites
 from ..render.report import build_report, draw_plots
 from ..store.metrics import collect_metrics
 from ..store.model import DIRTY, SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
@@ -65,6 +64,10 @@ from ..store.mutation_score import read_score
 from ..store.runs import DEFAULT_ROOT, RunError, Runs, dump_json, fallback_root
 from .clock import Clock, earlier_phases, first_run_plan
 from .preflight import DEFAULT_SUITES, preflight
+
+STRENGTH_SECONDS = 90.0
+"""The strength phase's budget for measuring: a share of the catalogue a night, the rest carried over."""
+STRENGTH_MODULE = "selfcheck.strength"
 
 EXPLORE_SECONDS = 60.0
 """Seconds the nightly search of each implementation the verdict covers may take, confirming and shrinking
@@ -254,6 +257,23 @@ def search_seed(revision: str | None, day: datetime) -> int:
     return int(day.strftime("%Y%m%d"))
 
 
+def run_strength(seconds: float, root: Path) -> tuple[tuple[StrengthRecord, ...], StrengthPhase | None]:
+    """The strength phase, a child process of the project's checks of itself (``selfcheck.strength``): the
+    catalogue's rows, those not measured tonight carried over from the newest run under ``root`` that has them.
+    A phase that fails leaves the run without rows, said; it never costs the run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "strength.json"
+        done = subprocess.run([sys.executable, "-m", STRENGTH_MODULE, "--seconds", repr(seconds), "--root", str(root),
+                               "--out", str(out)], cwd=ROOT, env=child_environment())
+        try:
+            measured = from_json(StrengthMeasured, json.loads(out.read_text()))
+        except (OSError, ValueError) as exc:
+            progress(f"the strength phase ended with exit code {done.returncode} and no rows ({exc}): this run "
+                     "has no strength rows")
+            return (), None
+    return measured.rows, measured.phase
+
+
 def commit() -> str | None:
     """The project's commit, '+dirty' when the tree has changes; None outside a git checkout."""
     try:
@@ -335,7 +355,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     if rank != 0:
         return 0
     bench.update(run_single_process_benchmarks(settings, args.benchmark, progress))
-    conformance, explorations, strength_rows, strength_phase = [], [], [], None
+    conformance, explorations, strength_rows, strength_phase = [], [], (), None
     if not args.no_suites:
         clock.phase("suites", "suites against every implementation")
         conformance = run_conformance(args)
@@ -346,9 +366,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
         explorations = run_exploration(args, budgets, seed)
     if strength:
         clock.phase("strength", f"suite strength: broken implementations for up to {args.strength_seconds:g} s")
-        earlier = runs.newest(lambda r: bool(r.strength))
-        carried = carried_rows(earlier.strength, earlier.run.name) if earlier else {}
-        strength_rows, strength_phase = measure_strength(progress, args.strength_seconds, carried)
+        strength_rows, strength_phase = run_strength(args.strength_seconds, runs.root)
     phases = clock.times()  # judging and writing the run cannot time itself into it
     clock.phase("report", "judging and writing the run")
     nodes = bench.pop("nodes")
@@ -360,7 +378,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
               commit=revision, command=tuple(command))
     records = Records(**{name_: tuple(rows) for name_, rows in bench.items()})
     results = Results(schema=SCHEMA, run=run, settings=settings, nodes=tuple(nodes), conformance=tuple(conformance),
-                      suite_world_size=None if args.no_suites else args.world_size, strength=tuple(strength_rows),
+                      suite_world_size=None if args.no_suites else args.world_size, strength=strength_rows,
                       explorations=tuple(explorations),
                       benchmarks=records, overhead=tuple(overhead_table()), metrics={}, comparison=None, trend=(),
                       claims=(), mutation=read_score(), verdict=None, plots=(), strength_phase=strength_phase,

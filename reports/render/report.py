@@ -67,7 +67,7 @@ def build_report(results: Results, with_verdict: bool = True) -> str:
         "## Compositions of the configuration space", compositions_markdown(compositions_view(results)),
         "## Suite strength: deliberately broken implementations",
         strength_markdown(results.strength, results.strength_phase) if results.strength else
-        "Not run (smoke mode, --no-suites or --no-strength); tests/reports/conformance/test_strength.py checks the "
+        "Not run (smoke mode, --no-suites or --no-strength); tests/selfcheck/test_strength.py checks the "
         "catalogue in CI.",
         score_markdown(results.mutation),
         "## Comparison with the previous run of this setup",

@@ -92,8 +92,8 @@ WORD_METHODS = {"startswith", "endswith", "partition", "rpartition", "split", "r
 WORDS_NOT_DECISIONS = {
     ("reports/bisect/__main__.py", "'{out}' not in args.command"): "a --command template's placeholder",
     ("reports/conformance/families.py", "nodeid.split('::')"): "a pytest node id's path and function",
-    ("reports/conformance/strength.py", "f.split('::')"): "a pytest node id's path",
-    ("reports/conformance/strength.py", "f.split('::')[0].rsplit('/', 1)"): "a pytest node id's file name",
+    ("selfcheck/strength.py", "f.split('::')"): "a pytest node id's path",
+    ("selfcheck/strength.py", "f.split('::')[0].rsplit('/', 1)"): "a pytest node id's file name",
     ("reports/conformance/suites.py", "Path(getattr(module, '__file__', None) or 'x').name.startswith('test_')"):
         "a module's file name",
     ("reports/conformance/suites.py", "each.count('errors')"): "pytest's parsed outcome counts",

@@ -21,7 +21,7 @@ import pytest
 
 from fixtures.broken import catalogue
 from reports.conformance.suites import run_suite
-from reports.conformance.strength import STRENGTH_ARGS, composed_catchers
+from selfcheck.strength import STRENGTH_ARGS, composed_catchers
 
 ENTRIES = catalogue()
 

@@ -2,11 +2,16 @@
 ago, and carries every other row over from the run that measured it, naming that run."""
 
 import time
+from pathlib import Path
 
 from fixtures.broken import catalogue
-from reports.conformance import strength
+from reports.nightly import job
+from reports.store.model import encode
+from reports.store.runs import Runs, dump_json
+from selfcheck import strength
 from reports.conformance.records import StrengthRecord, SuiteRun
-from reports.conformance.strength import Caught, carried_rows, measure_strength
+from selfcheck.strength import Caught, carried_rows, measure_strength
+from tests.reports.builders import results
 
 ENTRIES = catalogue()[:6]
 
@@ -65,3 +70,19 @@ def test_a_three_axis_bug_the_pairs_miss_is_run_against_the_triples_and_says_so(
     record = strength.measure(entry).record()
     assert record.caught and record.caught_in == "triples", record
     assert any(a.startswith("--only=suites/multigpu/test_compositions.py::") for a in asked[1]), asked[1]
+
+
+def test_the_job_runs_the_phase_as_a_child_that_carries_the_earlier_rows_over(tmp_path):
+    """The real child process, with a budget too small to measure any entry: every row comes from the newest run
+    with strength rows, named by it."""
+    earlier = results("20261101T000000Z", strength=tuple(row(e.name, None) for e in catalogue()))
+    Runs(tmp_path).write(earlier.run.name, {"results.json": dump_json(encode(earlier))})
+    rows, phase = job.run_strength(1e-9, tmp_path)
+    assert phase is not None and phase.measured == 0 and phase.carried == len(catalogue()), phase
+    assert {r.measured_in for r in rows} == {"20261101T000000Z"}, rows
+
+
+def test_a_phase_that_fails_leaves_the_run_without_rows_and_says_so(monkeypatch, capsys):
+    monkeypatch.setattr(job, "STRENGTH_MODULE", "selfcheck.no_such_module")
+    assert job.run_strength(1.0, Path("/nonexistent")) == ((), None)
+    assert "no strength rows" in capsys.readouterr().err

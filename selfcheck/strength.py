@@ -1,8 +1,11 @@
 """Suite strength: run the deliberately broken implementations and record which tests catch each.
 
+The main job runs this as a child process (``python -m selfcheck.strength``): it is the project's check of its
+own suites, which imports the catalogue from ``fixtures/broken``, and what users run imports neither.
+
 Every one, against its whole suite, takes longer than the main job can give
 it (11.5 min on 2 cores), and repeats what CI proves on every commit: each is
-caught by the tests its entry names (``tests/reports/conformance/test_strength.py``).
+caught by the tests its entry names (``tests/selfcheck/test_strength.py``).
 So a run measures a share within a budget, those never measured first, then
 the longest ago, and carries every other row over from the run that measured
 it, which the row names: over a few nights every entry is measured again.
@@ -15,19 +18,23 @@ says it is caught there, not by the pairs.
 
 from __future__ import annotations
 
+import argparse
 import fnmatch
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Sequence
 
+from cli import Parser, Real
+from datamodel import to_json
 from fixtures.broken import BrokenEntry, catalogue
+from reports.conformance.records import CaughtIn, StrengthMeasured, StrengthPhase, StrengthRecord
+from reports.conformance.suites import run_suite
+from reports.store.runs import Runs
 
-from .records import CaughtIn, StrengthPhase, StrengthRecord
-from .suites import run_suite
-
-STRENGTH_SECONDS = 90.0
-"""The main job's budget for measuring: about 5 of the 40 entries a night on 2 cores."""
-CI_PROOF = "tests/reports/conformance/test_strength.py"
+CI_PROOF = "tests/selfcheck/test_strength.py"
 
 
 @dataclass
@@ -124,3 +131,28 @@ def measure_strength(progress: Callable[[str], None] = print, budget: float | No
 def carried_rows(rows: tuple[StrengthRecord, ...], run: str) -> dict[str, StrengthRecord]:
     """A run's strength rows by broken implementation, each naming the run that measured it."""
     return {r.broken: replace(r, measured_in=r.measured_in or run) for r in rows}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = Parser(prog="python -m selfcheck.strength", description=__doc__)
+    parser.add_argument("--seconds", type=Real(above=0, unit="seconds"), default=None,
+                        help="seconds measuring may take (default: every entry, about 11.5 min on 2 cores)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="the runs' folder whose newest run with strength rows the rows not measured carry over from")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="the JSON file to write the rows and the phase into (reports.conformance.records."
+                             "StrengthMeasured)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    earlier = Runs(args.root).newest(lambda r: bool(r.strength)) if args.root else None
+    carried = carried_rows(earlier.strength, earlier.run.name) if earlier else {}
+    rows, phase = measure_strength(print, args.seconds, carried)
+    args.out.write_text(json.dumps(to_json(StrengthMeasured(tuple(rows), phase)), indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
