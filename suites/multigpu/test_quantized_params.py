@@ -89,13 +89,12 @@ def expected_bytes(recipe: str, master: torch.Tensor, shape) -> dict[str, list]:
 
 
 def trained(ctx, impl, case: Case, steps: int):
-    """The implementation under test after ``steps`` steps (the next forward run, as gathers may wait for it)."""
+    """The implementation under test after ``steps`` steps, each finished as a training loop finishes it."""
     side = UnderTest(case, ctx, impl)
     for step in range(steps):
         side.sync(side.backward(step, global_token_count(case, step, ctx.world_size)))
         side.step()
-        side.settle_params(step)
-        side.zero_grad()
+        side.finish_step(step)
     return side
 
 
@@ -115,10 +114,7 @@ def check_quantized_params_are_their_masters(ctx, case: Case) -> int:
     for step in range(case.steps):
         side.sync(side.backward(step, global_token_count(case, step, ctx.world_size)))
         side.step()
-        side.settle_params(step)
-        side.zero_grad()
-        if case.overlap_param_gather and case.reuse:
-            side.ddp(torch.zeros(1, 1, dtype=torch.long, device=ctx.device))  # the gathers staged by zero_grad
+        side.finish_step(step)
         masters, stored = whole_masters(ctx, side.opt), side.ddp.quantized_storage()
         got = {name: storage_bytes(s) for name, s in stored.items()}
         everyone: list = [None] * ctx.world_size
@@ -175,8 +171,7 @@ def check_reuse_changes_nothing(ctx, reused: Case) -> int:
         grads = [[(n, g.detach().clone()) for n, g, _ in side.reduced_grads()] for side in (a, b)]
         for side in (a, b):
             side.step()
-            side.settle_params(step)
-            side.zero_grad()
+            side.finish_step(step)
         masters = [whole_masters(ctx, side.opt) for side in (a, b)]
 
         def compare() -> None:

@@ -173,7 +173,7 @@ class UnderTest(Side):
     def step(self) -> float | None:
         return self.opt.step()
 
-    def settle_params(self, step: int) -> torch.Tensor | None:
+    def _settle_params(self, step: int) -> torch.Tensor | None:
         """With overlapped param gathers, params arrive with the next forward: run one, return its logits."""
         if not self.case.overlap_param_gather:
             return None
@@ -186,6 +186,13 @@ class UnderTest(Side):
             self.opt.zero_grad()
         else:
             self.ddp.zero_grad_buffer()
+
+    def finish_step(self, step: int) -> torch.Tensor | None:
+        """What a training loop does after the optimizer's step: zero the grads, then the next forward, which
+        brings overlapped param gathers in (with the reuse, zero_grad stages the params those gathers send, so
+        it comes first); that forward's logits, or None without overlapped gathers."""
+        self.zero_grad()
+        return self._settle_params(step)
 
 
 class TorchDDPOracle(Side):
@@ -313,10 +320,9 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> int:
         zeros = ours.opt.count_zeros() if ours.full_step and not case.bf16 else None
         agreed(ctx, lambda: compare_step(ctx, case, ours, theirs, tol, step, zeros))
         norms = ours.step(), theirs.step()
-        logits = ours.settle_params(step)
+        logits = ours.finish_step(step)
         params = ours.params()
         agreed(ctx, lambda: compare_update(ctx, case, params, theirs, tol, step, norms, logits))
-        ours.zero_grad()
         theirs.zero_grad()
     return case.steps
 
@@ -348,8 +354,7 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
         agreed(ctx, lambda: check_reduced(ctx, ours, want, bounds, held, problems, zeros, step))
         norm = ours.step()
         before = oracle.update(held, norm)
-        ours.zero_grad()
-        logits = ours.settle_params(step)  # after zero_grad, as a training loop: the reuse stages params there
+        logits = ours.finish_step(step)
         params = ours.params()
         agreed(ctx, lambda: check_update(ctx, case, arithmetic, norm, held, want, bounds, step))
         agreed(ctx, lambda: check_params(ctx, case, arithmetic, params, oracle, before, logits, step))
@@ -474,8 +479,7 @@ def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> No
         for side in (a, b):
             side.sync(side.backward(step, total))
             side.step()
-            side.settle_params(step)
-            side.zero_grad()
+            side.finish_step(step)
         first_params, second_params = a.params(), b.params()
         agreed(ctx, lambda: [
             assert_close(second_params[name], param, tol,
