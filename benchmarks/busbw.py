@@ -33,17 +33,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
 from datamodel import doc
+from hardware.node import Backend
 
 from .measurable import Refusal
 from .registry import Benchmark, Metric, absolute, gated
 from .sampling import Sampled
 from .stats import Figure
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
-PLACEMENTS = ("out-of-place", "in-place")
+Collective = Literal["all_reduce", "reduce_scatter", "all_gather"]
+Placement = Literal["out-of-place", "in-place"]
+COLLECTIVES: tuple[Collective, ...] = get_args(Collective)
+PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 ELEMENT_BYTES = 4
 """Every bucket of the sweep is fp32."""
 GATED_PLACEMENT = "in-place"  # how DDP uses a bucket: a view of the buffer, cached shard views
@@ -52,9 +55,9 @@ GATED_PLACEMENT = "in-place"  # how DDP uses a bucket: a view of the buffer, cac
 class BusbwRecord:
     """One (size, collective, placement, padding) of the sweep, in nccl-tests' columns."""
 
-    collective: str = doc("all_reduce, reduce_scatter or all_gather")
+    collective: Collective = doc("all_reduce, reduce_scatter or all_gather")
     policy: str = doc("unpadded, or the padding policy the bucket was padded under")
-    placement: str = doc("out-of-place (separate tensors) or in-place (a bucket view and its cached shard views)")
+    placement: Placement = doc("out-of-place (separate tensors) or in-place (a bucket view and its cached shard views)")
     size_bytes: int = doc("bytes the collective moves (the padded bucket; the full, gathered size)")
     count: int = doc("elements moved (padded)")
     requested_count: int = doc("elements of the bucket before padding (deliberately unaligned)")
@@ -71,7 +74,7 @@ class BusbwRecord:
     sampling: Sampled = doc("rounds, warm-up, why sampling stopped, the ratios' targets and whether they were met")
     wrong: int = doc("elements with a wrong value after the collective (checked after timing), summed over ranks")
     world_size: int = doc("ranks")
-    backend: str = doc("gloo or nccl")
+    backend: Backend = doc("gloo or nccl")
 
     @property
     def requested_bytes(self) -> int:

@@ -48,9 +48,10 @@ device's own kernel spans).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 from datamodel import doc
+from hardware.node import Backend
 from hardware.noise import SleepOvershoot
 
 from .measurable import Refusal
@@ -67,7 +68,7 @@ MODES = ("emulated", "real")
 class OverlapRecord:
     """One implementation in one mode: its three steps side by side, and how much communication it hid."""
 
-    mode: str = doc("emulated (backward takes extra time that competes with nothing) or real (the layers' own "
+    mode: Literal["emulated", "real"] = doc("emulated (backward takes extra time that competes with nothing) or real (the layers' own "
                     "backward)")
     impl: str = doc("implementation")
     model: Model = doc("width, depth, batch and wait_ratio")
@@ -91,7 +92,7 @@ class OverlapRecord:
     timeline: Timeline | None = doc("one overlapped step: backward spans per layer and collective spans (launch to "
                                     "completion), ms from the step's start; null in real mode")
     world_size: int = doc("ranks")
-    backend: str = doc("gloo or nccl")
+    backend: Backend = doc("gloo or nccl")
 
 
 def ideal_efficiency(depth: int, layer_s: float, collective_s: float) -> float:

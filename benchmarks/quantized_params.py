@@ -13,7 +13,7 @@ Every implementation that maps both knobs is measured (the reference here).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 from datamodel import doc
 
@@ -36,7 +36,7 @@ class QuantizedParamsRecord:
     """One implementation, one grad dtype: the buffers' bytes and the step, with the reuse and without."""
 
     impl: str = doc("implementation")
-    grads: str = doc("the grads' dtype: bf16, or fp32 (grad_reduce_in_fp32)")
+    grads: Literal["bf16", "fp32"] = doc("the grads' dtype: bf16, or fp32 (grad_reduce_in_fp32)")
     without: BufferBytes = doc("a bf16 param buffer of their own for the MXFP8 params' gather")
     reused: BufferBytes = doc("the gather through the grad buffer's memory")
     saved: float = doc("the share of the buffers' bytes the reuse saves, measured")

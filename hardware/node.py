@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .host import Host
 from datamodel import JsonModel, doc
@@ -24,6 +24,9 @@ from .noise import Noise, NoiseProbe
 from .nvlink_traffic import NvlinkDelta, nvlink_throughput_delta, nvlink_throughput_sample
 from .probe import Hardware, collect_hardware
 from .telemetry import NoTelemetry, Telemetry, TelemetrySampler
+
+Backend = Literal["gloo", "nccl"]
+"""The process groups' backends this project measures and records."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,7 +40,7 @@ class Node(JsonModel):
     devices: tuple[str, ...] = doc("the names of the CUDA devices torch sees (none on a CPU node)")
     nccl_version: str | None = doc("NCCL's version as torch was built with it, or null")
     nccl_env: dict[str, str] = doc("every NCCL_* variable set, by name")
-    backend: str = doc("the ranks' process-group backend: gloo or nccl")
+    backend: Backend = doc("the ranks' process-group backend: gloo or nccl")
     hardware: Hardware = doc("the torch build and, with NVIDIA GPUs, NVML's devices with compute "
                                     "mode, links, P2P and topology")
     nvlink_delta: NvlinkDelta | None = doc("NVLink TX/RX KiB per GPU and link during the benchmarks, "

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 from datamodel import doc
+from hardware.node import Backend
 from hardware.noise import SleepOvershoot
 
-from ..busbw import ELEMENT_BYTES
+from ..busbw import ELEMENT_BYTES, Collective
 from ..sampling import Sampled
 from ..settings import Model
 from ..stats import Figure
@@ -68,7 +70,7 @@ class Recommendation:
 class Check:
     """One size, predicted and measured round by round, side by side."""
 
-    role: str = doc("recommended, far smaller or far larger")
+    role: Literal["recommended", "far smaller", "far larger"] = doc("recommended, far smaller or far larger")
     bucket_size: int | None = doc("elements per bucket; null: one bucket")
     buckets: int = doc("buckets")
     predicted_ms: Figure = doc("the predicted step, per round, from the inputs measured in that round")
@@ -119,7 +121,7 @@ class CurvePoint:
 class MeasuredInputs:
     """What the predictions rest on, measured on the ranks at hand, per round (samples in round order)."""
 
-    collective: str = doc("the collective a bucket runs")
+    collective: Collective = doc("the collective a bucket runs")
     world_size: int = doc("ranks the curve was measured at")
     curve: tuple[CurvePoint, ...] = doc("the collective's time at every bucket size a candidate has")
     launch_ms: Figure = doc("the implementation's launch cost per bucket")
@@ -148,7 +150,7 @@ class BucketSizeRecord:
     sleep_overshoot: SleepOvershoot | None = doc("the emulated compute's sleeps on CPU, time slept over time "
                                                  "asked; null on CUDA")
     world_size: int = doc("ranks")
-    backend: str = doc("gloo or nccl")
+    backend: Backend = doc("gloo or nccl")
 
     element_bytes = ELEMENT_BYTES
     """Bytes per grad element: the benchmark model's grads are fp32."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from datamodel import doc
 
@@ -35,7 +36,7 @@ class Coverage:
     """How much of the configuration space the compositions an implementation ran cover: each combination of
     ``strength`` axis values it can express in at least one of them, and what the rules took away."""
 
-    name: str = doc("the covering array: pairwise (every pair of values) or triples (every three)")
+    name: Literal["pairwise", "triples"] = doc("the covering array: pairwise (every pair of values) or triples (every three)")
     strength: int = doc("how many axes a combination spans")
     cases: int = doc("compositions that ran (those the implementation skipped left out)")
     covered: int = doc("combinations the implementation can express that a composition that ran contains")
@@ -63,7 +64,7 @@ class Finding:
     values: dict[str, list[str]] = doc("for each of its axes, every value that fails with the others held")
     steps: int = doc("the fewest steps that still fail")
     message: str = doc("the first line of the failure")
-    found_by: str = doc("the covering array of every three values (triples), or hypothesis' search (search)")
+    found_by: Literal["triples", "search"] = doc("the covering array of every three values (triples), or hypothesis' search (search)")
     runs: int = doc("compositions run to confirm it, shrink it further and try the other values of its axes")
     shrunk: bool = doc("whether its shrinking finished; false when the search's seconds ran out first (its axes may "
                        "then hold some that need not combine)", True)

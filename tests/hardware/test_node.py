@@ -95,7 +95,7 @@ def broken(path: list, value):
      "Node.hardware.nvml.devices[1].power_draw_w: got 'fast', but should be float | Unsupported"),
     (["node_rank"], "0", "Node.node_rank: got '0', but should be int"),
     (["first_rank"], True, "Node.first_rank: got True, but should be int"),
-    (["backend"], KeyError, "Node.backend: got nothing, but should be str"),
+    (["backend"], KeyError, "Node.backend: got nothing, but should be 'gloo' or 'nccl'"),
     (["hardware", "nvml", "pairs", 0, "topology"], {"level": 40},
      "Node.hardware.nvml.pairs[0].topology.name: got nothing, but should be str"),
     (["hardware", "nvml", "devices", 0, "nvlink", "unanswered", "InvalidArgument", 0], "18",
