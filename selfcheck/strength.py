@@ -18,21 +18,19 @@ says it is caught there, not by the pairs.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Sequence
 
-from cli import Parser, Real
+from cli import OutFolder, Parser, Real
 from datamodel import to_json
 from fixtures.broken import BrokenEntry, catalogue
-from reports.conformance.records import CaughtIn, StrengthMeasured, StrengthPhase, StrengthRecord
+from reports.conformance.records import MEASURED, CaughtIn, StrengthMeasured, StrengthPhase, StrengthRecord
 from reports.conformance.suites import run_suite
-from reports.store.runs import Runs
+from reports.store.arguments import RunsRoot
 
 CI_PROOF = "tests/selfcheck/test_strength.py"
 
@@ -133,24 +131,24 @@ def carried_rows(rows: tuple[StrengthRecord, ...], run: str) -> dict[str, Streng
     return {r.broken: replace(r, measured_in=r.measured_in or run) for r in rows}
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = Parser(prog="python -m selfcheck.strength", description=__doc__)
-    parser.add_argument("--seconds", type=Real(above=0, unit="seconds"), default=None,
-                        help="seconds measuring may take (default: every entry, about 11.5 min on 2 cores)")
-    parser.add_argument("--root", type=Path, default=None,
-                        help="the runs' folder whose newest run with strength rows the rows not measured carry over from")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="the JSON file to write the rows and the phase into (reports.conformance.records."
-                             "StrengthMeasured)")
-    return parser.parse_args(argv)
+def parser() -> Parser:
+    p = Parser(prog="python -m selfcheck.strength", description=__doc__)
+    p.add_argument("--seconds", type=Real(above=0, unit="seconds"), default=None,
+                   help="seconds measuring may take (default: every entry, about 11.5 min on 2 cores)")
+    p.add_argument("--root", type=RunsRoot(), default=None,
+                   help="the runs root whose newest run with strength rows the rows not measured carry over from")
+    p.add_argument("--out", type=OutFolder("the strength rows' folder"), required=True,
+                   help=f"the folder to write {MEASURED} into (the rows and the phase)")
+    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    earlier = Runs(args.root).newest(lambda r: bool(r.strength)) if args.root else None
+    args = parser().parse_args(argv)
+    earlier = args.root.newest(lambda r: bool(r.strength)) if args.root else None
     carried = carried_rows(earlier.strength, earlier.run.name) if earlier else {}
     rows, phase = measure_strength(print, args.seconds, carried)
-    args.out.write_text(json.dumps(to_json(StrengthMeasured(tuple(rows), phase)), indent=1) + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / MEASURED).write_text(json.dumps(to_json(StrengthMeasured(tuple(rows), phase)), indent=1) + "\n")
     return 0
 
 

@@ -54,6 +54,7 @@ COMMANDS = (
     Command("mutation", "mutation.__main__", ("--session", "{tmp}/session")),
     Command("hardware", "hardware.probe", ()),
     Command("selfcheck.site_size", "selfcheck.site_size", ("--from", str(FIXTURE_RUN))),
+    Command("selfcheck.strength", "selfcheck.strength", ("--out", "{tmp}/strength")),
     Command("suites.multigpu.covering", "suites.multigpu.covering", ()),
     Command("reports.store.schema", "reports.store.schema", ()),
     Command("reports.bisect", "reports.bisect.__main__", ("--good", "HEAD~1")),

@@ -21,46 +21,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from datamodel import doc
+from .records import Decision, Outcome, pooled
 
 ALPHA = 0.05
-Outcome = Literal["moved", "same", "unknown"]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One commit's figure against the good commit's."""
-
-    outcome: Outcome = doc("moved, same, or unknown (the runs allow neither)")
-    ratio: float = doc("the candidate's level over the good commit's (each the geometric mean of its runs' medians)")
-    interval: tuple[float, float] = doc("95% Student interval of the ratio, over runs (their pooled spread)")
-    p_value: float = doc("two-sided, that the two levels are one (Student's t on the runs' log medians)")
-    good: tuple[tuple[float, ...], ...] = doc("the good commit's rounds, run by run")
-    candidate: tuple[tuple[float, ...], ...] = doc("the candidate's rounds, run by run")
-
-    def describe(self) -> str:
-        low, high = self.interval
-        return (f"{self.outcome}: ratio {self.ratio:.4g} [{low:.4g}, {high:.4g}], p = {self.p_value:.2g}, "
-                f"{len(self.good)} and {len(self.candidate)} runs")
-
-    @property
-    def good_median(self) -> float:
-        return statistics.median(pooled(self.good))
-
-    @property
-    def candidate_median(self) -> float:
-        return statistics.median(pooled(self.candidate))
-
-
-def pooled(runs: Sequence[Sequence[float]]) -> list[float]:
-    return [x for run in runs for x in run]
-
-
 def decide(good: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], threshold: float,
            alpha: float = ALPHA) -> Decision:
     """The three-way answer for ``candidate``'s runs against ``good``'s (each run its rounds); ``threshold``: the

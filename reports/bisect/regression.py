@@ -1,10 +1,9 @@
 """The nightly job's ``--bisect``: when its gate finds a gated regression, which commit between the previous
-run's and its own moved the figure. The answer is written into the run's folder (``bisection.json``, and
-``bisection.md`` in words), where the site links it from that night."""
+run's and its own moved the figure. The job adds the answer to the run it has written (``Results.bisection``),
+which its report and its page on the site show."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable, Sequence
 
 from benchmarks import BENCHMARKS
@@ -12,7 +11,8 @@ from benchmarks import BENCHMARKS
 from ..store.model import Results
 from ..store.runs import RunError, Runs
 from .measure import Measurement, default_command
-from .search import TOOL_ROOT, BisectError, Bisection, bisect, save
+from .records import Bisection
+from .search import TOOL_ROOT, BisectError, bisect
 
 
 def benchmark_of(results: Results, key: str) -> str | None:
@@ -44,11 +44,11 @@ def why_not(results: Results, runs: Runs) -> str | None:
     return None
 
 
-def bisect_regression(results: Results, runs: Runs, folder: Path, impls: Sequence[str],
+def bisect_regression(results: Results, runs: Runs, impls: Sequence[str],
                       say: Callable[[str], None]) -> Bisection | None:
     """Bisect the first gated regression between the previous run's commit and this one's, at this run's world
-    size and with its implementations, at the gate's threshold for the figure; the answer is written into
-    ``folder``. None (and why, said) when it cannot be bisected."""
+    size and with its implementations, at the gate's threshold for the figure. None (and why, said) when it
+    cannot be bisected."""
     reason = why_not(results, runs)
     if reason is not None:
         say(f"not bisected: {reason}")
@@ -63,5 +63,4 @@ def bisect_regression(results: Results, runs: Runs, folder: Path, impls: Sequenc
     except BisectError as exc:
         say(f"not bisected: {exc}")
         return None
-    save(found, folder)
     return found

@@ -17,12 +17,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator
 
-from datamodel import doc, from_json, to_json
+from datamodel import from_json, to_json
 
-from .decide import Decision, decidable, decide
+from .decide import decidable, decide
 from .measure import MeasureError, Measurement
+from .records import Bisection, Trial
 
 TOOL_ROOT = Path(__file__).resolve().parents[2]
 SAME, MOVED, SKIP, ABORT = 0, 1, 125, 128
@@ -33,49 +34,6 @@ STOPPED = "stopped.txt"
 
 class BisectError(RuntimeError):
     """The search cannot go on: a revision that does not resolve, the good commit that cannot be measured, git."""
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One commit measured against the good one."""
-
-    commit: str = doc("the commit measured")
-    subject: str = doc("its subject line")
-    decision: Decision | None = doc("moved, same or unknown against the good commit; null when it could not run")
-    runs: int = doc("its benchmark runs that measured (as many of the good commit's were interleaved with "
-                    "them); a run that failed is not counted")
-    seconds: float = doc("wall time of its runs and the good commit's beside them")
-    failed: str | None = doc("why it could not be measured (it is skipped), or null", None)
-
-
-@dataclass(frozen=True)
-class Bisection:
-    """What the search found, and what it cost."""
-
-    good: str = doc("the good commit")
-    bad: str = doc("the bad commit")
-    metric: str = doc("the figure")
-    threshold: float = doc("the smallest relative move that counts")
-    outcome: Literal["found", "no move", "unknown", "ambiguous"] = doc(
-        "found: the first commit that moved the figure; no move: bad is the same as good; unknown: the ends "
-        "could not be told apart within the budget; ambiguous: the first moved commit is one of several that "
-        "could not be measured")
-    first_moved: str | None = doc("the first commit that moved the figure; null unless found")
-    subject: str | None = doc("its subject line")
-    candidates: tuple[str, ...] = doc("with ambiguous: the commits it may be", ())
-    several_steps: bool = doc("whether the figure moved again after the first moved commit (bad differs from it)",
-                              False)
-    trials: tuple[Trial, ...] = doc("every commit measured, in order: the bad end first", ())
-    command: tuple[str, ...] = doc("the command that reproduces the search", ())
-
-    @property
-    def runs(self) -> int:
-        """Benchmark runs of the commits measured (as many again of the good commit were interleaved)."""
-        return sum(t.runs for t in self.trials)
-
-    @property
-    def skipped(self) -> tuple[Trial, ...]:
-        return tuple(t for t in self.trials if t.failed is not None)
 
 
 @dataclass(frozen=True)
@@ -272,13 +230,26 @@ OUTCOMES = {"found": "first moved at",
             "no move": "no commit moved the figure: the bad end measured the same as the good",
             "unknown": "could not tell within the budget", "ambiguous": "the first moved commit is one of"}
 """Each answer in words, for the text and the site alike."""
+SEVERAL_STEPS = "the figure moved again after the first moved commit: the bad end differs from it"
+"""Said, in the text and on the site, when the first moved commit is not the whole move."""
+
+
+def span(b: Bisection) -> str:
+    """What was searched, in words: the figure, the two ends and the threshold."""
+    return f"{b.metric} between {b.good[:12]} (good) and {b.bad[:12]} (bad), threshold {b.threshold:.1%}"
+
+
+def cost(b: Bisection) -> str:
+    """What the search spent, in words."""
+    return (f"{b.runs} benchmark runs of the commits measured ({len(b.trials)} commits), each beside a run of the "
+            f"good commit; {len(b.skipped)} skipped")
 
 
 def text(b: Bisection) -> str:
     """The answer in words: the first moved commit, the figure before and after, what it cost."""
     head = OUTCOMES[b.outcome] + {"found": f" {b.first_moved} {b.subject}",
                                   "ambiguous": " " + ", ".join(c[:12] for c in b.candidates)}.get(b.outcome, "")
-    lines = [f"{b.metric} between {b.good[:12]} (good) and {b.bad[:12]} (bad), threshold {b.threshold:.1%}: {head}"]
+    lines = [f"{span(b)}: {head}"]
     if b.outcome == "found":
         first = next(t for t in b.trials if t.commit == b.first_moved)
         if first.decision is not None:
@@ -286,18 +257,18 @@ def text(b: Bisection) -> str:
                          f" (ratio {first.decision.ratio:.4g} [{first.decision.interval[0]:.4g}, "
                          f"{first.decision.interval[1]:.4g}])")
         if b.several_steps:
-            lines.append("  the figure moved again after it: the bad end differs from it (more than one step)")
+            lines.append(f"  {SEVERAL_STEPS}")
     for t in b.skipped:
         lines.append(f"  skipped {t.commit[:12]} {t.subject}: {t.failed}")
-    lines.append(f"  {b.runs} benchmark runs of the commits measured ({len(b.trials)} commits), as many of the good "
-                 f"commit beside them")
+    lines.append(f"  {cost(b)}")
     if b.command:
         lines.append(f"  reproduce: {shlex.join(b.command)}")
     return "\n".join(lines)
 
 
 FILE = "bisection.json"
-"""Where a bisection is written: beside ``bisection.md``, in a run's folder when the nightly job made it."""
+"""Where ``python -m reports.bisect --out`` writes a bisection, beside ``bisection.md`` (the nightly job keeps its
+bisection in the run: ``Results.bisection``)."""
 
 
 def save(found: Bisection, folder: Path) -> None:

@@ -112,6 +112,10 @@ class StrengthPhase:
     proven_by: str = doc("the test that proves, on every commit, each entry caught by the tests it names")
 
 
+MEASURED = "strength.json"
+"""The file the strength phase's child writes its ``StrengthMeasured`` into, in the folder it is given."""
+
+
 @dataclass(frozen=True)
 class StrengthMeasured:
     """What the strength phase's child process (``python -m selfcheck.strength``) hands the main job."""

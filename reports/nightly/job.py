@@ -55,7 +55,7 @@ from ..comparison.claims import judge_claims
 from ..comparison.comparable import previous_comparable
 from ..comparison.series import trend
 from ..comparison.verdict import REFERENCE, covered, decide
-from ..conformance.records import StrengthMeasured, StrengthPhase, StrengthRecord, SuiteRun
+from ..conformance.records import MEASURED, StrengthMeasured, StrengthPhase, StrengthRecord, SuiteRun
 from ..conformance.suites import child_environment, multigpu, run_suite, run_suites
 from ..render.report import build_report, draw_plots
 from ..store.metrics import collect_metrics
@@ -262,11 +262,10 @@ def run_strength(seconds: float, root: Path) -> tuple[tuple[StrengthRecord, ...]
     catalogue's rows, those not measured tonight carried over from the newest run under ``root`` that has them.
     A phase that fails leaves the run without rows, said; it never costs the run."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "strength.json"
         done = subprocess.run([sys.executable, "-m", STRENGTH_MODULE, "--seconds", repr(seconds), "--root", str(root),
-                               "--out", str(out)], cwd=ROOT, env=child_environment())
+                               "--out", tmp], cwd=ROOT, env=child_environment())
         try:
-            measured = from_json(StrengthMeasured, json.loads(out.read_text()))
+            measured = from_json(StrengthMeasured, json.loads((Path(tmp) / MEASURED).read_text()))
         except (OSError, ValueError) as exc:
             progress(f"the strength phase ended with exit code {done.returncode} and no rows ({exc}): this run "
                      "has no strength rows")
@@ -303,6 +302,13 @@ def judged(results: Results, runs: Runs, args) -> Results:
     return replace(results, verdict=decide(results, args.fail_on_regression, covered_by(args)))
 
 
+def texts(results: Results) -> dict[str, str]:
+    """The run's results.json and its report, rendered from the results as they read back (so a rebuild gives
+    the same report)."""
+    text = dump_json(encode(results))
+    return {"report.md": build_report(decode(json.loads(text))), "results.json": text}
+
+
 def save(results: Results, runs: Runs) -> Path:
     """Write the run: its results, the report and the plots drawn from the results as they read back (so a
     rebuild gives the same report); into a fallback place, named, when ``runs`` cannot take it."""
@@ -312,8 +318,7 @@ def save(results: Results, runs: Runs) -> Path:
         results = replace(results, plots=tuple(p.relative_to(tmp).as_posix() for p in written))
         for rel in results.plots:
             files[rel] = (Path(tmp) / rel).read_bytes()
-    text = dump_json(encode(results))
-    files.update({"report.md": build_report(decode(json.loads(text))), "results.json": text})  # as read back
+    files.update(texts(results))
     try:
         return runs.write(results.run.name, files)
     except OSError as exc:
@@ -390,7 +395,10 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     if args.bisect:
         from ..bisect.regression import bisect_regression
 
-        bisect_regression(results, runs, written, implementations(args), progress)
+        found = bisect_regression(results, runs, implementations(args), progress)
+        if found is not None:
+            Runs(written.parent).rewrite(written.name, texts(replace(results, bisection=found)))
+            progress(f"added the bisection to {written}/results.json and report.md")
     if not args.no_site:
         publish_site(Runs(written.parent))
     return results.verdict.exit_code

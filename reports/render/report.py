@@ -9,12 +9,14 @@ tables and the hardware of every node.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import BENCHMARKS
 from benchmarks.padding import NOTES_CLAIMS
 from benchmarks.stats import UNSTABLE_MARK
 
+from ..bisect.search import text as bisection_text
 from ..store.model import ClaimVerdict, Results
 from ..store.upgrade import written_before
 from ..views.compositions import compositions_view
@@ -50,21 +52,33 @@ def phases_markdown(results: Results) -> str:
                                           "run, and the site, follow.")
 
 
-def build_report(results: Results, with_verdict: bool = True) -> str:
-    """``with_verdict``: the summary leads with the verdict (the site's run page shows it above the report)."""
+@dataclass(frozen=True)
+class ShownApart:
+    """What a page that embeds the report shows apart, above it: the report then leaves each out."""
+
+    verdict: bool = False
+    reproduction: bool = False
+    compositions: bool = False
+    bisection: bool = False
+
+
+def build_report(results: Results, apart: ShownApart = ShownApart()) -> str:
+    """The whole report, less what ``apart`` shows (the site's run page shows those above it, once)."""
     run = results.run
     notes_rows = [r for r in results.overhead if (r.model, r.dp) in NOTES_CLAIMS]
+    reproduce = run.command and not apart.reproduction
     parts = [
         "# Bucketed gradient synchronization: conformance and benchmark report",
         f"Run {run.name} on {run.host}: {run.setup.label()}"
         f"{' (SMOKE: timings mean nothing)' if run.setup.smoke else ''}. Timed figures are medians "
         f"[95% interval of the median] over repeated rounds; {UNSTABLE_MARK} marks a figure whose spread passes "
-        "its limit." + (f" Reproduce: `{' '.join(run.command)}` at commit {run.commit}." if run.command else ""),
-        "## Summary", with_unstable_footnote(summary_markdown(results, with_verdict), results.metrics),
+        "its limit." + (f" Reproduce: `{' '.join(run.command)}` at commit {run.commit}." if reproduce else ""),
+        "## Summary", with_unstable_footnote(summary_markdown(results, not apart.verdict), results.metrics),
         "## Conformance matrix", matrix_markdown(results.conformance),
         "## Conformance", conformance_markdown(results.conformance) if results.conformance
         else "Not run (--no-suites).",
-        "## Compositions of the configuration space", compositions_markdown(compositions_view(results)),
+        *(("## Compositions of the configuration space", compositions_markdown(compositions_view(results)))
+          if not apart.compositions else ()),
         "## Suite strength: deliberately broken implementations",
         strength_markdown(results.strength, results.strength_phase) if results.strength else
         "Not run (smoke mode, --no-suites or --no-strength); tests/selfcheck/test_strength.py checks the "
@@ -72,6 +86,8 @@ def build_report(results: Results, with_verdict: bool = True) -> str:
         score_markdown(results.mutation),
         "## Comparison with the previous run of this setup",
         with_unstable_footnote(run_comparison_markdown(results.comparison), results.comparison),
+        *(("## Bisection: which commit moved it", f"```\n{bisection_text(results.bisection)}\n```")
+          if results.bisection and not apart.bisection else ()),
         "## Trend over the last runs of this setup", trend_markdown(results.trend),
         "## The design notes' claims, checked", claims_markdown(results.claims),
     ]

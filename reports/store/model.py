@@ -21,16 +21,17 @@ from typing import Any, Literal, Sequence
 
 from benchmarks import BENCHMARKS
 from benchmarks.padding import OverheadRow
-from benchmarks.registry import Metric
+from benchmarks.registry import Better, Metric
 from benchmarks.settings import BenchSettings
 from benchmarks.stats import Summary
 from datamodel import doc, from_json, to_json
-from hardware.node import Node
+from hardware.node import Backend, Node
 from suites.multigpu.records import Exploration
 
+from ..bisect.records import Bisection
 from ..conformance.records import StrengthPhase, StrengthRecord, SuiteRun
 
-SCHEMA = 10
+SCHEMA = 11
 METHOD = 4
 """How the benchmarks measure; raised whenever a figure is taken differently (4: rounds calibrated to targets,
 impossible and noise-bound figures refused)."""
@@ -41,10 +42,10 @@ class Setup:
     """What two runs must share to be compared: a figure measured on eight GPUs over NVLink says nothing about
     one measured on two CPU ranks over gloo."""
 
-    backend: str = doc("gloo or nccl")
-    tensors: str = doc("cuda or cpu: where the ranks' tensors lived (gloo over cuda is a setup of its own)")
+    backend: Backend = doc("gloo or nccl")
+    tensors: Literal["cuda", "cpu"] = doc("cuda or cpu: where the ranks' tensors lived (gloo over cuda is a setup of its own)")
     world_size: int = doc("ranks of the benchmarks")
-    mode: str = doc("plain (spawned ranks) or torchrun")
+    mode: Literal["plain", "torchrun"] = doc("plain (spawned ranks) or torchrun")
     nodes: int = doc("nodes the ranks ran on")
     devices: tuple[str, ...] = doc("what the nodes compute on: their GPUs by name and count, or the CPU model")
     smoke: bool = doc("a smoke run: each benchmark once on tiny inputs, timings meaning nothing")
@@ -122,9 +123,10 @@ class Change:
     old: float | None = doc("its value in the earlier run; null when added")
     new: float | None = doc("its value in this run; null when removed")
     unit: str = doc("unit")
-    better: str = doc("higher or lower")
+    better: Better = doc("higher or lower")
     relative: float | None = doc("(new - old) / |old|; null when old is 0 or absent")
-    status: str = doc("regression, improvement, unchanged, added or removed")
+    status: Literal["regression", "improvement", "unchanged", "added", "removed"] = doc(
+        "regression, improvement, unchanged, added or removed")
     threshold: float = doc("the practical threshold the move was held against (relative, or absolute for "
                            "efficiencies)")
     gated: bool = doc("whether a regression fails the job")
@@ -169,7 +171,7 @@ class Point:
 @dataclass(frozen=True)
 class LevelShift:
     run: str = doc("the first run after the step")
-    direction: str = doc("regression or improvement")
+    direction: Literal["regression", "improvement"] = doc("regression or improvement")
     change: float = doc("the level change, relative (or absolute for efficiencies)")
 
 
@@ -179,7 +181,7 @@ class Series:
 
     key: str = doc("the metric")
     unit: str = doc("unit")
-    better: str = doc("higher or lower")
+    better: Better = doc("higher or lower")
     absolute: bool = doc("whether moves are absolute (efficiencies) rather than relative")
     setup: str = doc("the setup every run of the series shares")
     points: tuple[Point, ...] = doc("one per run that has the metric, oldest first")
@@ -210,7 +212,7 @@ class ClaimVerdict:
 
 @dataclass(frozen=True)
 class ModuleScore:
-    mode: str = doc("whole (every mutant) or sampled")
+    mode: Literal["whole", "sampled"] = doc("whole (every mutant) or sampled")
     mutants: int = doc("mutants cosmic-ray made")
     in_annotations: int = doc("of them inside type annotations, left out")
     eligible: int = doc("the population")
@@ -347,6 +349,9 @@ class Results:
                                                "did not run (or for runs written before it was budgeted)", None)
     phases: tuple[PhaseTime, ...] = doc("each phase of the main job and how long it took, in order; empty for runs "
                                         "written before phases were timed", ())
+    bisection: Bisection | None = doc("with --bisect: which commit between the previous run's and this one's moved "
+                                      "the gate's first regressed figure, added to the run once the search ends; "
+                                      "null when none ran", None)
 
     def records(self, benchmark: str) -> Sequence[Any]:
         """The records of one benchmark (empty when it did not run)."""

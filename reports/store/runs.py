@@ -31,7 +31,7 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
 
 from cli import cannot_write
@@ -88,7 +88,7 @@ def load_results(run_dir: Path) -> Results:
         raise RunError(f"got unreadable {path} ({exc}), but should be JSON") from exc
     schema = data.get("schema") if isinstance(data, dict) else None
     try:
-        results = upgrade(data)
+        results = upgrade(data, run_dir)
     except DecodeError as exc:
         raise RunError(f"run {run_dir.name} (schema {schema}) cannot be read: {exc}") from exc
     except ValueError as exc:
@@ -215,6 +215,34 @@ class Runs:
             raise
         self._point_latest(name)
         return final
+
+    def rewrite(self, name: str, files: dict[str, str | bytes]) -> Path:
+        """Replace ``files`` of the written run ``name``, each at once (a reader sees the old file or the new),
+        as when a search that ends after the run was written adds its answer to it."""
+        folder = self.root / name
+        if not (folder / "results.json").is_file():
+            raise RunError(f"run {name}: got no {folder / 'results.json'}, but a run should be written before it "
+                           "is rewritten")
+        for rel, content in files.items():
+            path = folder / rel
+            tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+            try:
+                tmp.write_bytes(content if isinstance(content, bytes) else content.encode())
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+        return folder
+
+    def plots(self, results: Results) -> dict[str, bytes]:
+        """The run's plots its results list, by relative path, that are in its folder: a path that would leave
+        the folder, or a file missing, is left out."""
+        found = {}
+        for plot in results.plots:
+            rel = PurePosixPath(plot)
+            path = self.root / results.run.name / rel
+            if not rel.is_absolute() and ".." not in rel.parts and path.is_file():
+                found[rel.as_posix()] = path.read_bytes()
+        return found
 
     def _point_latest(self, name: str) -> None:
         """``latest`` names ``name``; a user's symlink there is replaced by the file, a folder refused."""

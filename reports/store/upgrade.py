@@ -4,7 +4,12 @@ A run of schema 5 or later is brought up one schema at a time, each step a
 function of the JSON (``STEPS``), then read strictly; the earlier ones,
 whose records had other shapes, are read into the model directly.
 
-- **9** (now) is read as it is, strictly.
+- **11** (now) is read as it is, strictly.
+- **10** (the bisection beside the run): a night's bisection was written
+  after the run, into ``bisection.json`` beside results.json; it is read
+  into the run's ``bisection`` (one that does not read is left out, named).
+- **9** (failures and implementations in words): read as 10 by typing the
+  words (``_nine_to_ten``).
 - **8** (before the verdict said which implementations it covers, the
   search its seed, strength rows where they were measured and caught, and
   the job its phases' times): read as 9; its verdict covers no
@@ -47,29 +52,33 @@ the field: a malformed run must never pass the gate as "not comparable".
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from benchmarks import BENCHMARKS
 from benchmarks.padding import OverheadRow
 from benchmarks.registry import Metric
 from benchmarks.settings import BenchSettings
-from datamodel import DecodeError, from_json, mismatch
+from datamodel import DecodeError, from_json, mismatch, to_json
 from hardware.node import Node
 
+from ..bisect.records import Bisection
 from ..conformance.records import StrengthRecord, SuiteRun
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
-SCHEMAS = (1, 2, 3, 4, 5, 6, 7, 8, 9, SCHEMA)
+SCHEMAS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, SCHEMA)
 SCHEMA_5_RUN_REPEATS = ("mode", "world_size", "backend", "tensors", "smoke")
 """What schema 5's run record repeated of its setup."""
 EARLIER_METHOD = 2
 """The benchmark method of every run written before the method was recorded (schemas 1 and 2)."""
 
 
-def upgrade(data: Any) -> Results:
+def upgrade(data: Any, folder: Path | None = None) -> Results:
     """``data`` (a results.json's contents) as the current model; a ``DecodeError`` naming the field that does
-    not read, or a ``ValueError`` for a schema this project never wrote."""
+    not read, or a ``ValueError`` for a schema this project never wrote. ``folder``: the run's, where a run of
+    schema 10 or earlier kept its bisection."""
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema not in SCHEMAS:
         raise ValueError(f"got schema {schema!r}, but should be one of {', '.join(map(str, SCHEMAS))} "
@@ -77,8 +86,11 @@ def upgrade(data: Any) -> Results:
     if schema >= 5:
         for step in range(schema, SCHEMA):
             data = STEPS[step](data)
+        left_out: list[str] = []
+        if schema < 11 and folder is not None:
+            data = _bisection_beside(data, Path(folder), left_out)
         results = decode(data)
-        return results if schema == SCHEMA else replace(results, upgraded=Upgrade(schema, ()))
+        return results if schema == SCHEMA else replace(results, upgraded=Upgrade(schema, tuple(left_out)))
     left_out: list[str] = []
     nodes = _nodes(data)
     run = _run(_required(data, "run", dict), schema, nodes)
@@ -237,7 +249,31 @@ def _typed_suite_runs(runs: Any) -> Any:
     return typed
 
 
-STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight, 8: _eight_to_nine, 9: _nine_to_ten}
+def _ten_to_eleven(data: dict) -> dict:
+    """11 keeps a night's bisection in the run (``bisection``); 10 wrote it beside, read by
+    ``_bisection_beside``."""
+    return {**data, "schema": 11, "bisection": None}
+
+
+OLD_BISECTION = "bisection.json"
+"""Where a run of schema 10 or earlier kept its night's bisection, beside results.json."""
+
+
+def _bisection_beside(data: dict, folder: Path, left_out: list[str]) -> dict:
+    """The run with the bisection its folder holds; one that does not read is left out, named."""
+    path = folder / OLD_BISECTION
+    if not path.is_file():
+        return data
+    try:
+        found = from_json(Bisection, json.loads(path.read_text()))
+    except (OSError, ValueError) as exc:
+        left_out.append(f"{OLD_BISECTION}, which does not read ({exc})")
+        return data
+    return {**data, "bisection": to_json(found)}
+
+
+STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight, 8: _eight_to_nine, 9: _nine_to_ten,
+         10: _ten_to_eleven}
 """Schema n's run, as schema n + 1 writes it."""
 
 

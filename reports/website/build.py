@@ -25,7 +25,6 @@ from ..comparison.series import by_setup
 from ..render.trend import PLOT_PREFIX
 from ..store.model import Results, Setup
 from ..store.runs import DEFAULT_ROOT, Runs, Unreadable
-from .bisection import read_bisection
 from .context import Context, setup_page_name
 from .export import export_files
 from .history import histories
@@ -112,20 +111,14 @@ def _write(folder: Path, rel: str, content: str | bytes, built: Built) -> None:
     built.files[rel] = len(data)
 
 
-def _plots(root: Path, name: str, results: Results) -> list[str]:
-    """The run's plots that are on disk, as safe relative paths; not the trend's, which the history pages draw
-    (a third of a run's plots, and each a picture of the past)."""
-    found = []
-    for plot in results.plots:
-        rel = PurePosixPath(plot)
-        if rel.name.startswith(PLOT_PREFIX):
-            continue
-        if not rel.is_absolute() and ".." not in rel.parts and (Path(root) / name / rel).is_file():
-            found.append(rel.as_posix())
-    return found
+def _plots(store: Runs, results: Results) -> dict[str, bytes]:
+    """The run's plots, read through the store; not the trend's, which the history pages draw (a third of a run's
+    plots, and each a picture of the past)."""
+    return {rel: data for rel, data in store.plots(results).items()
+            if not PurePosixPath(rel).name.startswith(PLOT_PREFIX)}
 
 
-def _write_site(folder: Path, root: Path, runs: Sequence[Results], kept: list[Results],
+def _write_site(folder: Path, store: Runs, runs: Sequence[Results], kept: list[Results],
                 unreadable: Sequence[Unreadable], built: Built, keep: int) -> None:
     setup_histories = histories(kept)
     pages: dict[Setup, str] = {}
@@ -137,13 +130,13 @@ def _write_site(folder: Path, root: Path, runs: Sequence[Results], kept: list[Re
         _write(folder, asset, (STATIC / asset).read_bytes(), built)
     for results in kept:
         name = results.run.name
-        plots = _plots(root, name, results)
-        for plot in plots:
-            _write(folder, f"runs/{name}/{plot}", (Path(root) / name / plot).read_bytes(), built)
+        plots = _plots(store, results)
+        for plot, data in plots.items():
+            _write(folder, f"runs/{name}/{plot}", data, built)
         for file, text in export_files(results).items():
             _write(folder, f"runs/{name}/{file}", text, built)
-        _write(folder, f"runs/{name}/index.html", run_page(results, previous_run(results, runs), plots, ctx,
-                                                           read_bisection(Path(root) / name)), built)
+        _write(folder, f"runs/{name}/index.html", run_page(results, previous_run(results, runs), list(plots), ctx),
+               built)
     for h in setup_histories:
         _write(folder, f"history/{pages[h.setup]}", history_page(h, ctx), built)
     _write(folder, "history/index.html", history_index(setup_histories, ctx), built)
@@ -168,7 +161,7 @@ def build_site(store: Runs, out: Path, keep: int = DEFAULT_KEEP) -> Built:
     fresh = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(fresh, ignore_errors=True)
     try:
-        _write_site(fresh, store.root, reading.runs, kept, reading.unreadable, built, keep)
+        _write_site(fresh, store, reading.runs, kept, reading.unreadable, built, keep)
         if out.exists():
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             out.rename(old)

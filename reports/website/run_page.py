@@ -8,10 +8,9 @@ import shlex
 from dataclasses import replace
 from typing import Sequence
 
-from ..bisect.search import Bisection
 from ..conformance.families import family_of
 from ..render.matrix import matrix
-from ..render.report import build_report
+from ..render.report import ShownApart, build_report
 from ..store.model import Results
 from ..store.upgrade import written_before
 from ..views.compositions import compositions_view
@@ -26,6 +25,8 @@ from .markdown import keep_images, markdown_html
 from .matrix import failure_anchor
 from .verdict import verdict_html
 
+SHOWN_ABOVE = ShownApart(verdict=True, reproduction=True, compositions=True, bisection=True)
+"""What the page shows above the report it embeds, which the report leaves out."""
 SECTIONS = (("reproduce", "Reproduce"), ("environment", "Environment"), ("failing-checks", "Failing checks"),
             ("compositions", "Compositions"), ("exports", "Exports"), ("report", "Report"), ("hardware", "Hardware"))
 
@@ -85,12 +86,11 @@ def failing_html(results: Results) -> Markup:
                        tag("ul", join(items))]) for (label, family), items in found.items()])
 
 
-def run_page(results: Results, previous: Results | None, plots: Sequence[str], ctx: Context,
-             bisection: Bisection | None = None) -> str:
+def run_page(results: Results, previous: Results | None, plots: Sequence[str], ctx: Context) -> str:
     """``plots``: the run's PNGs copied beside the page (the report's other images are named in words). The
-    report is rebuilt from the results, its verdict left out: the page shows it once, above."""
-    report = build_report(replace(results, plots=tuple(plots)), with_verdict=False)
-    run, name = results.run, results.run.name
+    report is rendered from the results less what the page shows above it (``SHOWN_ABOVE``), each once."""
+    report = build_report(replace(results, plots=tuple(plots)), apart=SHOWN_ABOVE)
+    run, name, bisection = results.run, results.run.name, results.bisection
     sections = ((("bisection", "Bisection"),) if bisection else ()) + SECTIONS
     toc = tag("nav", join([link(f"#{anchor}", title) for anchor, title in sections], " · "), class_="toc")
     exports = tag("ul", join([tag("li", link(f, f)) for f in export_files(results)]))

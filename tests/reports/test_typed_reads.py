@@ -114,7 +114,7 @@ WORDS_NOT_DECISIONS = {
     ("reports/store/runs.py", "p.name.startswith('.')"): "a hidden folder in the runs root",
     ("reports/store/schema.py", "(cls.__doc__ or '').strip().split('\\n\\n')"): "a docstring's paragraphs",
     ("reports/website/build.py", "name.endswith('.html')"): "a file name",
-    ("reports/website/build.py", "'..' not in rel.parts"): "a path's parts",
+    ("reports/store/runs.py", "'..' not in rel.parts"): "a path's parts",
     ("reports/website/environment.py", "own[key].split(' (')"): "a version shown without its detail",
     ("selfcheck/site_size.py", "k.startswith('history/')"): "a file's path on the site",
 }

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from reports.bisect.decide import Decision
+from reports.bisect.records import Decision
 from reports.bisect.measure import Measurement
 from selfcheck.planted import BROKEN_AT, SLOW_AT, SLOW_SUBJECT, git, planted_history, slower_function
-from reports.bisect.search import BisectError, Bisection, Trial, _conclude, bisect, resolve
+from reports.bisect.records import Bisection, Trial
+from reports.bisect.search import BisectError, _conclude, bisect, resolve
 from tests.pytest_run import ROOT
 
 SERIES = Path("reports/comparison/series.py")

@@ -7,22 +7,23 @@ from dataclasses import replace
 
 import pytest
 
+from datamodel import to_json
+from reports.bisect.records import Bisection
 from reports.comparison.changes import compare_metrics
 from reports.comparison.comparable import previous_comparable, why_not_comparable
 from reports.comparison.series import trend
 from reports.store.model import SCHEMA, Results, encode
 from reports.store.runs import RunError, Runs, dump_json, load_results
-from reports.store.upgrade import upgrade
+from reports.store.upgrade import OLD_BISECTION, upgrade
 from tests.pytest_run import ROOT
 from tests.reports.builders import results
 
 FIXTURES = ROOT / "fixtures" / "runs"
 SCHEMAS = {"20261125T134329Z": 1, "20261125T134518Z": 2, "20261125T134618Z": 3, "20261125T134732Z": 4,
            "20261125T174848Z": 5, "20261126T143421Z": 6, "20261126T164925Z": 7, "20261127T144541Z": 8,
-           "20261127T184556Z": 9}
-METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4, 7: 4, 8: 4, 9: 4}
-DEVICES = {**dict.fromkeys(range(1, 8), "cpu: AMD EPYC"), 8: "cpu: Intel(R) Xeon(R) Processor",
-           9: "cpu: Intel(R) Xeon(R) Processor"}  # runs before the method was recorded measured by method 2
+           "20261127T184556Z": 9, "20261128T000901Z": 10}
+METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4, 7: 4, 8: 4, 9: 4, 10: 4}
+DEVICES = {**dict.fromkeys(range(1, 8), "cpu: AMD EPYC"), **dict.fromkeys((8, 9, 10), "cpu: Intel(R) Xeon(R) Processor")}  # runs before the method was recorded measured by method 2
 
 
 @pytest.mark.parametrize("name, schema", SCHEMAS.items())
@@ -120,13 +121,14 @@ def test_schema_9_suite_runs_read_their_implementation_and_failures_as_values():
 
 
 @pytest.mark.parametrize("last_night", ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z",
-                                        "20261126T164925Z", "20261127T144541Z", "20261127T184556Z"])
+                                        "20261126T164925Z", "20261127T144541Z", "20261127T184556Z",
+                                        "20261128T000901Z"])
 def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, last_night):
-    """Last night's run (schema 4 to 9) and tonight's (current) share a setup, so the gate reads both."""
+    """Last night's run (schema 4 to 10) and tonight's (current) share a setup, so the gate reads both."""
     for name in list(SCHEMAS)[:list(SCHEMAS).index(last_night) + 1]:
         shutil.copytree(FIXTURES / name, tmp_path / "runs" / name)
     old = load_results(FIXTURES / last_night)
-    new = replace(old, run=replace(old.run, name="20261128T000000Z"), upgraded=None)
+    new = replace(old, run=replace(old.run, name="20261201T000000Z"), upgraded=None)
     runs = Runs(tmp_path / "runs")
     runs.write(new.run.name, {"results.json": dump_json(encode(new))})
     found, passed = previous_comparable(runs, runs.load(new.run.name))
@@ -140,18 +142,18 @@ def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, la
 def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     shutil.copytree(FIXTURES, tmp_path / "runs")
     old = load_results(FIXTURES / "20261125T134732Z")
-    new = replace(old, run=replace(old.run, name="20261128T000000Z"), upgraded=None)
+    new = replace(old, run=replace(old.run, name="20261201T000000Z"), upgraded=None)
     Runs(tmp_path / "runs").write(new.run.name, {"results.json": dump_json(encode(new))})
     runs = Runs(tmp_path / "runs").readable()
-    assert [r.run.name for r in runs] == [*SCHEMAS, "20261128T000000Z"], "every run is readable"
+    assert [r.run.name for r in runs] == [*SCHEMAS, "20261201T000000Z"], "every run is readable"
     series = {(s.setup, s.key): s for s in trend(runs)}
     method_4 = [s for (setup, _), s in series.items() if "method" not in setup]
     method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z", "20261126T164925Z",
-                     "20261127T144541Z", "20261127T184556Z", "20261128T000000Z"]
+                     "20261127T144541Z", "20261127T184556Z", "20261128T000901Z", "20261201T000000Z"]
     assert method_4 and all([p.run for p in s.points] == [r for r in method_4_runs if r in {p.run for p in s.points}]
                             for s in method_4), "the method-4 nights and tonight are one series, in order"
-    amd = [r for r in method_4_runs if r not in ("20261127T144541Z", "20261127T184556Z")]  # the eighth and ninth ran
-    # on another machine: a setup of their own
+    amd = [r for r in method_4_runs if r not in ("20261127T144541Z", "20261127T184556Z", "20261128T000901Z")]
+    # the eighth, ninth and tenth ran on another machine: a setup of their own
     assert any([p.run for p in s.points] == amd for s in method_4), "some figure was measured every method-4 night"
 
 
@@ -160,7 +162,7 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     (lambda d: d["metrics"].update({"step_time/reference/ratio_to_torch_ddp": 1.02}),
      "$.metrics.step_time/reference/ratio_to_torch_ddp: got 1.02, but should be Metric"),
     (lambda d: d["run"].pop("backend"), "$.run.backend: got None, but should be a str"),
-    (lambda d: d.update(schema=11), "got schema 11, but should be one of 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"),
+    (lambda d: d.update(schema=SCHEMA + 1), f"got schema {SCHEMA + 1}, but should be one of 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, {SCHEMA}"),
 ])
 def test_a_malformed_run_is_refused_naming_the_schema_the_run_and_the_field(tmp_path, damage, where):
     data = json.loads((FIXTURES / "20261125T134732Z" / "results.json").read_text())
@@ -178,3 +180,17 @@ def test_a_current_run_is_read_strictly():
     from reports.store.upgrade import upgrade
     with pytest.raises(ValueError, match=r"\$.run: got keys \['surprise'\]"):
         upgrade(data)
+
+
+def test_a_bisection_kept_beside_an_older_run_reads_into_it_and_a_broken_one_is_named_as_left_out(tmp_path):
+    """Schema 10 and before wrote a night's bisection into bisection.json beside results.json."""
+    name = max(SCHEMAS)
+    found = Bisection("a" * 40, "b" * 40, "step_time/reference/ratio_to_torch_ddp", 0.05, "no move", None, None)
+    folder = tmp_path / name
+    shutil.copytree(FIXTURES / name, folder)
+    (folder / OLD_BISECTION).write_text(json.dumps(to_json(found)))
+    run = load_results(folder)
+    assert run.bisection == found and run.upgraded.left_out == (), run.upgraded
+    (folder / OLD_BISECTION).write_text('{"good": ')
+    run = load_results(folder)
+    assert run.bisection is None and any(OLD_BISECTION in why for why in run.upgraded.left_out), run.upgraded

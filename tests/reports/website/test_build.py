@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import replace
 from pathlib import Path
 import re
 import shutil
@@ -12,16 +13,15 @@ import shutil
 import pytest
 
 from benchmarks.busbw import bus_factor
-from reports.nightly.job import publish_site
+from reports.nightly.job import publish_site, texts
 from reports.render.matrix import cell_text, matrix
 from tests.pytest_run import ROOT
 from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
 from reports.website.export import BENCHMARK_ACTION, NCCL_TESTS
 from reports.website.matrix import failure_anchor
 from selfcheck.site_size import generate
-from reports.bisect.decide import Decision
-from reports.bisect.search import FILE, Bisection, Trial, save
-from reports.store.runs import Runs, SkippedRunWarning, load_results
+from reports.bisect.records import Bisection, Decision, Trial
+from reports.store.runs import Runs, load_results
 
 from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED
 
@@ -132,6 +132,16 @@ def test_exports_follow_the_dashboards_formats(site, nightly):
     assert len(nccl["tests"]) == len({(r.collective, r.policy) for r in results.benchmarks.busbw})
 
 
+def test_the_run_page_shows_the_reproduction_and_the_compositions_once(site, nightly):
+    """Above the report it embeds; the report leaves them out there."""
+    name = nightly.gloo[-1]
+    run = load_results(nightly.root / name).run
+    page = text_of((site.out / "runs" / name / "index.html").read_text())
+    assert run.command and page.count(run.command[-1]) == 1, "the command's last word, once"
+    heading = "Compositions of the configuration space"
+    assert page.count(heading) == 1, f"{heading!r}: got {page.count(heading)} times, but should be once"
+
+
 def test_a_refused_figure_is_a_gap_that_says_why(site, nightly):
     history = next(p for p in (site.out / "history").glob("*.html")
                    if p.name != "index.html" and nightly.gloo[-1] in p.read_text())
@@ -178,7 +188,8 @@ def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path)
     assert "step: regression begins here" in chart or "step: improvement begins here" in chart
 
 
-def test_a_nights_bisection_is_on_its_page_and_a_broken_one_is_a_warning(tmp_path, nightly):
+def test_a_nights_bisection_is_on_its_page(tmp_path, nightly):
+    """Added to the written run as the job adds it (``Runs.rewrite`` of its results and report)."""
     root = tmp_path / "runs"
     shutil.copytree(nightly.root, root)
     names = nightly.gloo
@@ -186,12 +197,14 @@ def test_a_nights_bisection_is_on_its_page_and_a_broken_one_is_a_warning(tmp_pat
     trials = (Trial("b" * 40, "the bad end", decision, 1, 20.0),
               Trial("c" * 40, "planted: does not import", None, 1, 5.0, "exit 1, no run written: ImportError"),
               Trial("d" * 40, "planted: 10% slower", decision, 1, 20.0))
-    save(Bisection("a" * 40, "b" * 40, "step_time/reference/ratio_to_torch_ddp", 0.05, "found", "d" * 40,
-                   "planted: 10% slower", trials=trials, command=("python", "-m", "reports.bisect")), root / names[-1])
-    (root / names[-2] / FILE).write_text('{"good": ')
-    with pytest.warns(SkippedRunWarning, match=f"skipped the bisection of run {names[-2]}"):
-        built = build_site(Runs(root), tmp_path / "site")
+    found = Bisection("a" * 40, "b" * 40, "step_time/reference/ratio_to_torch_ddp", 0.05, "found", "d" * 40,
+                      "planted: 10% slower", trials=trials, command=("python", "-m", "reports.bisect"))
+    store = Runs(root)
+    store.rewrite(names[-1], texts(replace(store.load(names[-1]), bisection=found)))
+    assert "## Bisection: which commit moved it" in (root / names[-1] / "report.md").read_text()
+    built = build_site(store, tmp_path / "site")
     page = text_of((built.out / "runs" / names[-1] / "index.html").read_text())
-    assert "Bisection: which commit moved it" in page and f"first moved at {'d' * 12} planted: 10% slower" in page
+    assert page.count("Bisection: which commit moved it") == 1, "shown above the report, and not again in it"
+    assert f"first moved at {'d' * 12} planted: 10% slower" in page
     assert "exit 1, no run written: ImportError" in page and "3 benchmark runs of the commits measured" in page, page[:3000]
     assert "Bisection" not in text_of((built.out / "runs" / names[-2] / "index.html").read_text())
