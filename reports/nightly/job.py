@@ -50,6 +50,7 @@ from ranks.launch import leave_torchrun
 from ranks.startup import DEVICE_ENV, DEVICES
 from suites.multigpu.records import Coverage, Exploration
 
+from ..bisect.records import Bisection
 from ..comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
 from ..comparison.claims import judge_claims
 from ..comparison.comparable import previous_comparable
@@ -309,6 +310,13 @@ def texts(results: Results) -> dict[str, str]:
     return {"report.md": build_report(decode(json.loads(text))), "results.json": text}
 
 
+def add_bisection(written: Path, found: Bisection) -> None:
+    """The written run with its bisection, as the store reads it back (its plots and all), and its report
+    rendered again."""
+    store = Runs(written.parent)
+    store.rewrite(written.name, texts(replace(store.load(written.name), bisection=found)))
+
+
 def save(results: Results, runs: Runs) -> Path:
     """Write the run: its results, the report and the plots drawn from the results as they read back (so a
     rebuild gives the same report); into a fallback place, named, when ``runs`` cannot take it."""
@@ -397,7 +405,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
 
         found = bisect_regression(results, runs, implementations(args), progress)
         if found is not None:
-            Runs(written.parent).rewrite(written.name, texts(replace(results, bisection=found)))
+            add_bisection(written, found)
             progress(f"added the bisection to {written}/results.json and report.md")
     if not args.no_site:
         publish_site(Runs(written.parent))

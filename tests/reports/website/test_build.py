@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from benchmarks.busbw import bus_factor
-from reports.nightly.job import publish_site, texts
+from reports.nightly.job import add_bisection, publish_site
 from reports.render.matrix import cell_text, matrix
 from tests.pytest_run import ROOT
 from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, site_beside
@@ -189,7 +189,7 @@ def test_the_measured_nights_show_their_step_where_it_began(real_runs, tmp_path)
 
 
 def test_a_nights_bisection_is_on_its_page(tmp_path, nightly):
-    """Added to the written run as the job adds it (``Runs.rewrite`` of its results and report)."""
+    """Added to the written run as the job adds it, which keeps everything else the run holds."""
     root = tmp_path / "runs"
     shutil.copytree(nightly.root, root)
     names = nightly.gloo
@@ -200,7 +200,11 @@ def test_a_nights_bisection_is_on_its_page(tmp_path, nightly):
     found = Bisection("a" * 40, "b" * 40, "step_time/reference/ratio_to_torch_ddp", 0.05, "found", "d" * 40,
                       "planted: 10% slower", trials=trials, command=("python", "-m", "reports.bisect"))
     store = Runs(root)
-    store.rewrite(names[-1], texts(replace(store.load(names[-1]), bisection=found)))
+    before = store.load(names[-1])
+    add_bisection(root / names[-1], found)
+    after = store.load(names[-1])
+    assert after.bisection == found and after.plots and replace(after, bisection=None) == before, (
+        "the bisection added, and nothing else changed")
     assert "## Bisection: which commit moved it" in (root / names[-1] / "report.md").read_text()
     built = build_site(store, tmp_path / "site")
     page = text_of((built.out / "runs" / names[-1] / "index.html").read_text())
