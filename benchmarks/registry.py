@@ -12,8 +12,8 @@ A benchmark is two modules: ``benchmarks/<name>.py``, its definition (record,
 metrics, ``Benchmark``), which imports nothing heavy, so that a run is read
 with the standard library, numpy and scipy alone; and
 ``benchmarks/measuring/<name>.py``, its measuring, which needs torch. Adding
-one is writing both, naming it in ``benchmarks/__init__.py``'s list, and
-giving it a section in ``reports.render.sections``.
+one takes more than these two (its budget, its section, the schema, the docs):
+the checklist is docs/extending.md, "(c) A benchmark".
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 
 def summing(state, bucket):
-    return allreduce_hook(state, bucket).then(lambda fut: fut.value()[0] * state.size())
+    return allreduce_hook(state, bucket).then(lambda fut: fut.value() * state.size())
 
 
 def factory(module, process_group):
@@ -46,4 +46,6 @@ def test_the_suite_runs_from_another_repository_against_a_factory_there(tmp_path
     assert passing.returncode == 0 and "2 passed" in passing.stdout, passing.stdout[-2000:]
     failing = run_from(tmp_path, suite, "wrap:my_broken_ddp:factory")
     assert failing.returncode == 1 and "2 failed" in failing.stdout, failing.stdout[-2000:]
+    assert "but should be bitwise equal" in failing.stdout and "Error: " not in failing.stdout.replace(
+        "AssertionError: ", ""), "it should fail by a check, not crash: " + failing.stdout[-2000:]
     assert "rerun it alone" in failing.stdout and "--impl wrap:my_broken_ddp:factory" in failing.stdout
