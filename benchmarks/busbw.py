@@ -49,7 +49,7 @@ COLLECTIVES: tuple[Collective, ...] = get_args(Collective)
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 ELEMENT_BYTES = 4
 """Every bucket of the sweep is fp32."""
-GATED_PLACEMENT = "in-place"  # how DDP uses a bucket: a view of the buffer, cached shard views
+GATED_PLACEMENT: Placement = "in-place"  # how DDP uses a bucket: a view of the buffer, cached shard views
 
 @dataclass(frozen=True)
 class BusbwRecord:

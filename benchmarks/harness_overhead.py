@@ -18,7 +18,7 @@ machinery's share to be taken of: the ratios are refused, with that reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 from datamodel import doc
 
@@ -32,7 +32,7 @@ from .stats import Figure
 class HarnessRecord:
     """One piece of machinery, timed against the same all-reduces without it."""
 
-    what: str = doc("timing harness (timed against a bare loop) or recording group (through a recorder against "
+    what: Literal["timing harness", "recording group"] = doc("timing harness (timed against a bare loop) or recording group (through a recorder against "
                     "direct)")
     count: int = doc("elements per all-reduce")
     calls: int = doc("calls per round")

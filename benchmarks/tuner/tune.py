@@ -26,7 +26,7 @@ from ranks import run_on_ranks
 from ranks.joining import pick_backend
 from reference.layout import LayoutConfig, ParamSpec
 
-from ..busbw import GATED_PLACEMENT, BusbwRecord, Sweep
+from ..busbw import GATED_PLACEMENT, BusbwRecord, Collective, Placement, Sweep
 from ..sampling import Sampling
 from ..settings import GLOO_LARGEST, NCCL_LARGEST, BenchSettings
 from ..stats import Figure
@@ -47,10 +47,10 @@ Progress = Callable[[str], None]
 class CurveSource:
     """Where the collective's times came from, and what turned them into times at the data-parallel size."""
 
-    collective: str = doc("reduce_scatter under the distributed optimizer, all_reduce otherwise")
+    collective: Collective = doc("reduce_scatter under the distributed optimizer, all_reduce otherwise")
     padding: str = doc("the sweep's padding read: the layout's policy where the sweep pads by it, else "
                        "unpadded")
-    placement: str = doc("in-place: a bucket is a view of its grad buffer, as DDP uses it")
+    placement: Placement = doc("in-place: a bucket is a view of its grad buffer, as DDP uses it")
     source: str = doc("the run it was read from, or 'measured now'")
     world_size: int = doc("ranks it was measured at")
     points: tuple[CurvePoint, ...] = doc("each measured size and its time")

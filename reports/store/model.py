@@ -130,7 +130,7 @@ class Change:
     threshold: float = doc("the practical threshold the move was held against (relative, or absolute for "
                            "efficiencies)")
     gated: bool = doc("whether a regression fails the job")
-    test: str = doc("how it was judged: mann-whitney (samples on both sides), exact (counts), threshold (no "
+    test: Literal["mann-whitney", "exact", "threshold", "-"] = doc("how it was judged: mann-whitney (samples on both sides), exact (counts), threshold (no "
                     "samples on one side) or - (added, removed)")
     p_value: float | None = doc("Mann-Whitney's two-sided p-value", None)
     p_adjusted: float | None = doc("Benjamini-Hochberg adjusted p-value within the metric's family (gated or "
