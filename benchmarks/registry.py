@@ -24,7 +24,7 @@ from typing import Any, Callable, Literal, Sequence
 
 from datamodel import doc
 
-from .sampling import GATE_RULES, Sampled
+from .sampling import GATE_RULES, Sampled, Stop
 from .stats import Figure
 
 Better = Literal["higher", "lower"]
@@ -37,7 +37,7 @@ class MetricSampling:
     target: str = doc("the target its 95% interval aimed for, e.g. ±2%")
     rounds: int = doc("rounds taken")
     met: bool | None = doc("whether the interval ended inside the target; null when the figure had no target entry")
-    stopped: str = doc("why sampling stopped: targets met, budget spent, max rounds, fixed rounds")
+    stopped: Stop = doc("why sampling stopped: targets met, budget spent, max rounds, fixed rounds")
 
 
 @dataclass(frozen=True)

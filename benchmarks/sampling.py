@@ -149,6 +149,10 @@ class TargetOutcome:
     met: bool = doc("whether the 95% interval ended inside the target")
 
 
+Stop = Literal["targets met", "budget spent", "max rounds", "fixed rounds"]
+"""Why a benchmark's sampling stopped."""
+
+
 @dataclass(frozen=True)
 class Sampled:
     """How a benchmark's rounds were taken, recorded beside its figures."""
@@ -156,7 +160,7 @@ class Sampled:
     rounds: int = doc("rounds kept")
     warmup: int = doc("rounds run and dropped first")
     warmup_settled: bool | None = doc("whether the round time settled within the warm-up; null when it was fixed")
-    stopped: str = doc("why sampling stopped: targets met, budget spent, max rounds or fixed rounds")
+    stopped: Stop = doc("why sampling stopped: targets met, budget spent, max rounds or fixed rounds")
     seconds: float = doc("seconds the kept rounds took")
     budget_s: float = doc("seconds the calibrated rounds were allowed")
     targets: dict[str, TargetOutcome] = doc("each gated figure's target and whether it was met")
@@ -207,6 +211,7 @@ def sample(ctx, sampling: Sampling, one_round: Round,
 
 
 STOPS = ("", "targets met", "budget spent", "max rounds")
+"""What each rank may propose after a round, agreed by index; "" goes on sampling."""
 
 
 def launch_target(target: Target, launch: int, launches: int) -> Target:
