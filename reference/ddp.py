@@ -248,14 +248,20 @@ class DistributedDataParallel(torch.nn.Module):
     def grad_sync_finished(self) -> bool:
         return self._finished
 
-    def zero_grad_buffer(self) -> None:
-        """Zero every grad buffer (and fp32 main grads of their own) and reset readiness for the next step."""
-        for buf in self.buffers:
+    def zero_grad_buffer(self, buffers: list[ParamAndGradBuffer] | None = None) -> None:
+        """Zero the grad buffers (and fp32 main grads of their own) and reset readiness for the next step.
+        ``buffers``: an optimizer's own (all by default): two optimizers each zero theirs, never the other's,
+        whose params may be gathering through its grad memory."""
+        mine = self.buffers if buffers is None else buffers
+        names = {name for buf in mine for name in buf.params}
+        for buf in mine:
             buf.zero_grad()
-        for grad in self.local_fp32_grads.values():
-            grad.main_grad.zero_()
+        for name, grad in self.local_fp32_grads.items():
+            if name in names:
+                grad.main_grad.zero_()
         for g in self.bucket_groups:
-            g.reset()
+            if g.param_names & names:  # readiness only: a group across two optimizers' buffers resets at either
+                g.reset()
         self._finished = False
 
     def scale_gradients(self, factor: float) -> None:

@@ -34,6 +34,7 @@ first, whatever the buffer holds by then.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -88,9 +89,12 @@ class ReferenceOptimizer:
     def __init__(self, ddp: DistributedDataParallel, make_optimizer: MakeOptimizer,
                  max_grad_norm: float | None = None, norm_type: float = 2.0,
                  grad_norm_skip_threshold: float | None = None,
-                 buffers: list[ParamAndGradBuffer] | None = None) -> None:
+                 buffers: list[ParamAndGradBuffer] | None = None, seed_from_init: bool = True) -> None:
         """``buffers``: the buffers whose params this optimizer owns (all the DDP's by default; two optimizers, dense
-        and expert, each own theirs)."""
+        and expert, each own theirs). ``seed_from_init``: seed a quantized param's master from the value it had
+        before quantization where the model kept it (``param.high_precision_init_val``, upstream's
+        ``preserve_high_precision_init_val``), which avoids the quantization's error at initialization; the
+        kept value is dropped once read (upstream's ``clear_high_precision_init_val``)."""
         if grad_norm_skip_threshold is not None and not grad_norm_skip_threshold > 0:
             raise ValueError(f"grad_norm_skip_threshold: got {grad_norm_skip_threshold!r}, but should be a positive "
                              "number (or None: never skip)")
@@ -101,8 +105,13 @@ class ReferenceOptimizer:
         self.skip_threshold = grad_norm_skip_threshold
         self.skipped = False  # whether the last step was skipped for its grad norm
         self.buffers = list(ddp.buffers if buffers is None else buffers)
+        self.seed_from_init = seed_from_init
         self._stage_in_zero_grad = False  # the step's staging waits for zero_grad (the reuse, gathers overlapped)
         self.slots = self._shard_slots() if self.distributed else self._param_slots()
+        for buf in self.buffers:
+            for param in buf.params.values():
+                if hasattr(param, "high_precision_init_val"):
+                    del param.high_precision_init_val
         self.device = ddp.buffers[0].grad_data.device
         self.optimizer = make_optimizer([s.main for s in self.slots])
 
@@ -131,13 +140,21 @@ class ReferenceOptimizer:
                 if buf.layout.recipe is not None:  # masters from the values the params hold (their storage is bytes)
                     main = torch.zeros(hi - lo, dtype=torch.float32, device=shard.device)
                     for a, b, name, first in held:
-                        main[a:b] = buf.params[name].detach().reshape(-1)[first:first + b - a].float()
+                        main[a:b] = self._seed(buf.params[name]).reshape(-1)[first:first + b - a]
                 else:
                     main = shard if shard.dtype == torch.float32 else shard.float()
                 slots.append(Slot(main, buf.grad_shards(bucket.index)[rank], shard, [(a, b) for a, b, _, _ in held],
                                   self.ddp.counts_here(buf), local, buf, bucket.index, [n for _, _, n, _ in held],
                                   [first for _, _, _, first in held]))
         return slots
+
+    def _seed(self, param: torch.Tensor) -> torch.Tensor:
+        """A quantized param's fp32 master: its value before quantization where the model kept one and this
+        optimizer seeds from it (``seed_from_init``), else the values the param holds."""
+        init = getattr(param, "high_precision_init_val", None)
+        if init is not None and self.seed_from_init:
+            return init.detach().to(param.device, torch.float32)
+        return param.detach().float()
 
     def step(self) -> float | None:
         """One update; returns the grad norm (before clipping) when clipping or skipping by it, else None."""
@@ -224,13 +241,34 @@ class ReferenceOptimizer:
         if self.distributed:
             self.ddp.start_param_sync(self.buffers, force_sync=True)
 
+    def state_dict(self) -> dict:
+        """What a checkpoint saves of this rank: the fp32 masters it steps (its shards, under a distributed
+        optimizer) and the torch optimizer's state."""
+        return {"masters": [slot.main.detach().clone() for slot in self.slots],
+                "optimizer": copy.deepcopy(self.optimizer.state_dict())}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Load a checkpoint saved by an optimizer over the same layout, then gather the params from the masters
+        (``sync_params``), as a resumed run does before its first forward."""
+        masters = state["masters"]
+        shapes = [tuple(slot.main.shape) for slot in self.slots]
+        if [tuple(m.shape) for m in masters] != shapes:
+            raise ValueError(f"masters: got {len(masters)} of shapes {[tuple(m.shape) for m in masters]}, but should "
+                             f"be {len(shapes)} of shapes {shapes} (a checkpoint of the same layout and rank)")
+        with torch.no_grad():
+            for slot, master in zip(self.slots, masters):
+                slot.main.copy_(master)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sync_params()
+
     def skips(self, norm: float | None) -> bool:
         """Whether a step whose grad norm, taken before clipping, is ``norm`` is skipped."""
         return self.skip_threshold is not None and norm > self.skip_threshold
 
     def zero_grad(self) -> None:
-        """Zero the grad buffers; where the step's staging waited for it, stage and start the gathers after."""
-        self.ddp.zero_grad_buffer()
+        """Zero this optimizer's grad buffers; where the step's staging waited for it, stage and start their gathers
+        after."""
+        self.ddp.zero_grad_buffer(self.buffers)
         if self._stage_in_zero_grad:
             self._stage_in_zero_grad = False
             self.stage()

@@ -22,7 +22,7 @@ from .catalog import model_names, model_specs
 from .from_module import read_module
 from ..quantize import MX, RECIPES, quantizable
 from .planner import LayoutConfig, ModelLayout, ParamSpec, default_bucket_size, plan_layout
-from .policies import HIGH_BUSBW_ALIGNMENT, POLICIES
+from .policies import HIGH_BUSBW_ALIGNMENT, POLICIES, distributed_policy_names
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -112,6 +112,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser_ = parser()
     args = parser_.parse_args(argv)
     check_model_source(parser_, args)
+    if args.fp8_param_gather and not POLICIES[args.policy].distributed_optimizer:
+        parser_.error(f"--fp8-param-gather: got {args.fp8_param_gather} with --policy {args.policy}, but should be "
+                      f"given only with a distributed-optimizer policy ({distributed_policy_names()}): only it "
+                      "gathers params, as DDPConfig refuses fp8_param_gather without one")
     return args
 
 

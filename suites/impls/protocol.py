@@ -69,7 +69,7 @@ checked with ``isinstance``: ``SharesExpectations``, ``ReportsLines``,
 
 from __future__ import annotations
 
-from typing import Callable, ContextManager, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Callable, ContextManager, Iterable, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 import torch
 
@@ -98,6 +98,7 @@ KNOBS: dict[str, str] = {
     "reuse_grad_buf_for_mxfp8_param_ag": "MXFP8 params gathered in bf16 through their grad buffer's memory",
 }
 _DEFAULTS = DDPConfig()
+MasterSeeding = Literal["dequantized", "high-precision-init"]
 
 
 def knobs_used(config: LayoutConfig | DDPConfig) -> list[str]:
@@ -180,6 +181,27 @@ class SyncsParams(Protocol):
     """An optimizer whose params can be gathered on demand (evaluation, a checkpoint), whatever the step left."""
 
     def sync_params(self) -> None: ...
+
+
+@runtime_checkable
+class Checkpoints(Protocol):
+    """An optimizer that saves what training needs to go on (its fp32 masters, its state) and loads it into a fresh
+    instance over the same model and configuration, which then holds the saved params."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+@runtime_checkable
+class SeedsMasters(Protocol):
+    """An implementation that says where the fp32 masters of quantized params come from. ``"dequantized"``: the
+    values the quantized params hold; ``"high-precision-init"``: the value each param had before it was quantized,
+    where the model keeps one (``param.high_precision_init_val``, as Transformer Engine's
+    ``preserve_high_precision_init_val``), else the dequantized values. One that says nothing (or None) is checked
+    against either, and passes with either."""
+
+    master_seeding: MasterSeeding | None
 
 
 @runtime_checkable

@@ -17,6 +17,7 @@ class ReferenceImplementation(Declared):
     name = "reference"
     version = reference.__version__
     lacks = ()  # every level, every knob, every configuration
+    master_seeding = "high-precision-init"  # where the model keeps it (ReferenceOptimizer's seed_from_init)
     unavailable = None
 
     def plan(self, named_params: NamedParams, config: LayoutConfig):

@@ -65,6 +65,27 @@ def agreed(ctx, check) -> None:
         raise AssertionError(f"rank {rank} failed this comparison: {msg}")
 
 
+def agreed_candidates(ctx, checks) -> list[int]:
+    """Which of several checks, each an accepted way to be right, passed on every rank (in their order); when none
+    did, raise the first one's failure on every rank, as ``agreed`` does."""
+    mine: list[str | None] = []
+    for check in checks:
+        try:
+            check()
+            mine.append(None)
+        except AssertionError as exc:
+            mine.append(str(exc))
+    everyone: list = [None] * ctx.world_size
+    torch.distributed.all_gather_object(everyone, mine, group=ctx.control_group)
+    passed = [i for i in range(len(checks)) if all(theirs[i] is None for theirs in everyone)]
+    if passed:
+        return passed
+    if mine[0] is not None:
+        raise AssertionError(mine[0])
+    rank, msg = next((rank, theirs[0]) for rank, theirs in enumerate(everyone) if theirs[0] is not None)
+    raise AssertionError(f"rank {rank} failed this comparison: {msg}")
+
+
 UNIT_ROUNDOFF = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8}
 """Half the spacing of the dtype's numbers near 1: the most one rounding moves a value, relative to it."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 import pytest
 import torch
@@ -19,9 +20,21 @@ from reference.config import DDPConfig
 from suites.impls.protocol import ClipsNormTypes, SkipsByNormTypes
 from suites.impls.support import provides, why_not
 
+from .models import SHAPES, Shape, batch
 from .moe import Topology
 
 TINY, MID = 100, 1000  # elements: many buckets, a few buckets (None: one bucket)
+
+Seeding = Literal["dequantized", "high-precision"]
+Moment = Literal["none", "eval", "eval-after-zero", "checkpoint"]
+MOMENTS: dict[Moment, str] = {
+    "none": "zero_grad right after the step, as a plain training loop",
+    "eval": "a forced param gather (evaluation) right after the step, an evaluation forward under no_grad, then "
+            "zero_grad and training on",
+    "eval-after-zero": "zero_grad first, then the forced gather and the evaluation forward, then training on",
+    "checkpoint": "after the step, every param and fp32 master saved through the implementation's state dict and "
+                  "loaded into a fresh instance, which trains on in place of the first",
+}
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,21 @@ class Case:
     """The recipe (fp8, mxfp8) the model's linear weights are held in, gathered so (``fp8_param_gather``)."""
     reuse: bool = False
     """MXFP8 params gathered through the grad buffer's memory (``reuse_grad_buf_for_mxfp8_param_ag``)."""
+    shape: str = "base"
+    """The models' sizes, a name of ``models.SHAPES``."""
+    seeding: Seeding = "dequantized"
+    """With ``quantized``: whether the model keeps each quantized param's value at initialization, from which an
+    optimizer may seed its fp32 master (``high-precision``), or holds the quantized values only."""
+    moment: Moment = "none"
+    """What happens between a step and the next ``zero_grad`` (``MOMENTS``)."""
+
+    @property
+    def model_shape(self) -> Shape:
+        return SHAPES[self.shape]
+
+    def batch(self, step: int, micro: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A rank's microbatch of this case: its seed, its model's vocabulary, ragged for a per-token loss."""
+        return batch(self.seed, step, micro, rank, ragged=self.num_tokens, vocab=self.model_shape.vocab)
 
     @property
     def dtype(self) -> torch.dtype:

@@ -23,9 +23,12 @@ import torch.distributed as dist
 
 from reference.process_groups import new_group
 
-from .models import FFN, HIDDEN, VOCAB, held_quantized
+from .models import BASE_SHAPE, Shape, mark_quantized
 
 NUM_EXPERTS = 4
+EXPERT_SCALES = (0.5, 1.0, 2.0, 4.0)
+"""Each expert's init, scaled: their weights' amaxes differ by factors of 2 to 8, so a quantizer that mixes one
+expert's amax into another's is off in most of its elements, not in the few nearest the bound."""
 
 
 @dataclass(frozen=True)
@@ -109,10 +112,10 @@ class _AllToAll(torch.autograd.Function):
 
 
 class Expert(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, shape: Shape) -> None:
         super().__init__()
-        self.fc1 = torch.nn.Linear(HIDDEN, FFN)
-        self.fc2 = torch.nn.Linear(FFN, HIDDEN)
+        self.fc1 = torch.nn.Linear(shape.hidden, shape.ffn)
+        self.fc2 = torch.nn.Linear(shape.ffn, shape.hidden)
         for param in self.parameters():
             param.allreduce = False  # upstream's expert-parallel marker
 
@@ -124,34 +127,39 @@ class TinyMoE(torch.nn.Module):
     """Embedding, one MoE block (residual), a norm and an output head; ``experts`` are global ids held here."""
 
     def __init__(self, experts: list[int], ep_group: dist.ProcessGroup | None, seed: int = 1234,
-                 quantized: str | None = None) -> None:
-        """``quantized``: hold the experts' linear weights in that recipe (``param.fp8_recipe``)."""
+                 quantized: str | None = None, shape: Shape = BASE_SHAPE, keep_init: bool = False,
+                 dtype: torch.dtype = torch.float32) -> None:
+        """``quantized``: hold the experts' linear weights (and the head, where the shape says so) in that recipe
+        (``param.fp8_recipe``); ``keep_init``: as ``models.make_model``."""
         super().__init__()
         torch.manual_seed(seed)
-        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
-        self.norm = torch.nn.LayerNorm(HIDDEN)
-        self.head = torch.nn.Linear(HIDDEN, VOCAB, bias=False)
+        self.hidden = shape.hidden
+        self.embed = torch.nn.Embedding(shape.vocab, shape.hidden)
+        self.norm = torch.nn.LayerNorm(shape.hidden)
+        self.head = torch.nn.Linear(shape.hidden, shape.vocab, bias=False)
         local = []
         for expert in experts:
             torch.manual_seed(seed + 1 + expert)  # the same init wherever the expert lives
-            local.append(Expert())
+            local.append(Expert(shape))
+            with torch.no_grad():  # a scale of its own: an amax taken across experts is far from each one's
+                for param in local[-1].parameters():
+                    param.mul_(EXPERT_SCALES[expert])
         self.experts = torch.nn.ModuleList(local)
-        for name, param in self.experts.named_parameters():
-            if quantized is not None and held_quantized("experts." + name):
-                param.fp8_recipe = quantized
+        self.to(dtype)  # before marking: a kept init value is in the params' dtype
+        mark_quantized(self.named_parameters(), quantized, shape, keep_init)
         self.ep_group = ep_group
         self.ep = 1 if ep_group is None else dist.get_world_size(ep_group)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         h = self.embed(tokens)
-        x = h.reshape(-1, HIDDEN)
+        x = h.reshape(-1, self.hidden)
         # Sort tokens by expert (position j -> expert j % NUM_EXPERTS): contiguous per ep rank.
         order = torch.argsort(torch.arange(x.shape[0], device=x.device) % NUM_EXPERTS, stable=True)
         routed = self._exchange(x[order])
         # Received: one chunk per ep peer, each holding this rank's local experts' tokens in order.
-        chunks = routed.reshape(self.ep, len(self.experts), -1, HIDDEN)
+        chunks = routed.reshape(self.ep, len(self.experts), -1, self.hidden)
         out = torch.stack([expert(chunks[:, k]) for k, expert in enumerate(self.experts)], dim=1)
-        back = self._exchange(out.reshape(-1, HIDDEN))
+        back = self._exchange(out.reshape(-1, self.hidden))
         moe = torch.empty_like(back).index_copy(0, order, back)
         h = self.norm(h + moe.reshape(h.shape))
         return self.head(h)
@@ -162,5 +170,5 @@ class TinyMoE(torch.nn.Module):
         return _AllToAll.apply(tokens, self.ep_group)
 
 
-def oracle_model(dtype: torch.dtype = torch.float32) -> TinyMoE:
-    return TinyMoE(list(range(NUM_EXPERTS)), None).to(dtype)
+def oracle_model(shape: Shape = BASE_SHAPE) -> TinyMoE:
+    return TinyMoE(list(range(NUM_EXPERTS)), None, shape=shape)

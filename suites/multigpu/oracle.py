@@ -33,12 +33,12 @@ from torch.func import functional_call
 
 from . import moe, quantized
 from .cases import Case
-from .models import HIDDEN, batch, held_quantized, loss_fn, make_model
+from .models import held_quantized, loss_fn, make_model
 
 
 def single_process_model(case: Case, device) -> torch.nn.Module:
     """The same model as the ranks', holding every expert."""
-    model = moe.oracle_model() if case.moe else make_model(case.tied)
+    model = moe.oracle_model(case.model_shape) if case.moe else make_model(case.tied, shape=case.model_shape)
     return model.to(case.dtype).to(device)
 
 
@@ -51,16 +51,20 @@ class Gradient:
 
 
 class GlobalBatch:
-    def __init__(self, case: Case, ctx, in_param_dtype: bool = False) -> None:
+    def __init__(self, case: Case, ctx, in_param_dtype: bool = False, from_init: bool = False) -> None:
         """``in_param_dtype``: step each param in its own dtype, no fp32 master (as an implementation that
-        declares ``StepsInParamDtype`` does)."""
+        declares ``StepsInParamDtype`` does). ``from_init``: seed a quantized param's master from its value before
+        quantization (``protocol.SeedsMasters``), not from the values it then holds."""
         self.case, self.ctx = case, ctx
         self.model = single_process_model(case, ctx.device)
         self.params = dict(self.model.named_parameters())
-        with torch.no_grad():  # a quantized param is made from its values, its master from what it then holds
+        init = {name: p.detach().float().clone() for name, p in self.params.items()}
+        with torch.no_grad():  # a quantized param is made from its values
             for name in filter(self.quantizes, self.params):
                 self.params[name].copy_(self.held(self.params[name].float()))
-        self.masters = {name: p if in_param_dtype else p.detach().float().clone() for name, p in self.params.items()}
+        self.masters = {name: p if in_param_dtype else
+                        init[name] if from_init and self.quantizes(name) else p.detach().float().clone()
+                        for name, p in self.params.items()}
         self.opt = case.make_torch_optimizer(list(self.masters.values()))
 
     def gradient(self, step: int, total_tokens: int, computing=contextlib.nullcontext) -> Gradient:
@@ -73,7 +77,7 @@ class GlobalBatch:
         for ranks in self._groups():
             mine = [{n: torch.zeros_like(g) for n, g in grads.items()} for _ in ranks]
             for micro in range(case.microbatches):
-                batches = [[t.to(self.ctx.device) for t in batch(case.seed, step, micro, rank, case.num_tokens)]
+                batches = [[t.to(self.ctx.device) for t in case.batch(step, micro, rank)]
                            for rank in ranks]
                 with computing():
                     per_rank = self._backward(batches)
@@ -140,7 +144,7 @@ class GlobalBatch:
 
     def quantizes(self, name: str) -> bool:
         """Whether the case holds this param quantized: the linear weights, the experts' too."""
-        return self.case.quantized is not None and held_quantized(name)
+        return self.case.quantized is not None and held_quantized(name, self.case.model_shape)
 
     def held(self, master: torch.Tensor) -> torch.Tensor:
         """The values a param quantized from ``master`` computes with, by the suite's quantizer (``quantized.py``):
@@ -156,13 +160,22 @@ class GlobalBatch:
         return torch.tensor(values, dtype=torch.float32, device=master.device).reshape(master.shape)
 
     def held_range(self, master: torch.Tensor, bound: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The least and the most a quantized param may hold where its master may lie ``bound`` from ``master``
-        (quantizing rounds to the nearest of few values, so a master within the bound may round to either
-        neighbour, and the scale follows the whole param's amax)."""
-        magnitude = master.detach().float().abs()
-        amaxes = {float((magnitude - bound).clamp(min=0).max()), float((magnitude + bound).max())}
-        held = torch.stack([self._held(master + side * bound, amax) for side in (-1, 1) for amax in amaxes])
-        return held.amin(dim=0), held.amax(dim=0)
+        """The least and the most a quantized param may hold where its master may lie ``bound`` from ``master``:
+        quantizing rounds to the nearest of few values, so a master within the bound may round to either neighbour;
+        and the scale follows the amax of the whole param (FP8) or of each 32-element block (MXFP8), where a value
+        that crosses a power of two changes every neighbour's quantum, and below one an E4M3 code saturates at
+        1.75 x 2^8 of the scale. So the candidates are the master itself and every magnitude shrunk and grown by
+        the bound together (the least and the most each amax can be), each element with its own value moved both
+        ways."""
+        magnitude, sign = master.detach().float().abs(), torch.sign(master.detach().float())
+        shrunk, grown = (magnitude - bound).clamp(min=0), magnitude + bound
+        amaxes = {float(shrunk.max()), float(magnitude.max()), float(grown.max())}
+        if self.case.quantized == "fp8":
+            held = [self._held(master + side * bound, amax) for side in (-1, 0, 1) for amax in amaxes]
+        else:  # each block's amax comes from the values themselves
+            held = [self._held(sign * values, 0.0) for values in (shrunk, magnitude, grown)]
+        stacked = torch.stack(held)
+        return stacked.amin(dim=0), stacked.amax(dim=0)
 
     def follow(self, params: dict[str, torch.Tensor]) -> None:
         """Start the next step from the implementation's params, so that its grads are compared from the same
@@ -180,7 +193,7 @@ def expert_parallel_forward(model: moe.TinyMoE, dense: list[dict[str, torch.Tens
     """The forward passes of one expert-parallel group's ranks at once, as ``moe.TinyMoE`` runs them on the ranks:
     rank ``i`` with the dense params ``dense[i]``, each expert on the tokens of every rank routed to it, stacked as
     the all-to-all stacks them. Returns each rank's logits."""
-    ep, local = len(tokens), moe.NUM_EXPERTS // len(tokens)
+    ep, local, hidden = len(tokens), moe.NUM_EXPERTS // len(tokens), model.hidden
 
     def part(name: str, module: torch.nn.Module, i: int, *args) -> torch.Tensor:
         return functional_call(module, {k.removeprefix(f"{name}."): v for k, v in dense[i].items()
@@ -189,16 +202,16 @@ def expert_parallel_forward(model: moe.TinyMoE, dense: list[dict[str, torch.Tens
     embedded, orders, outgoing = [], [], []
     for i, t in enumerate(tokens):
         h = part("embed", model.embed, i, t)
-        x = h.reshape(-1, HIDDEN)
+        x = h.reshape(-1, hidden)
         order = torch.argsort(torch.arange(x.shape[0], device=x.device) % moe.NUM_EXPERTS, stable=True)
         embedded.append(h)
         orders.append(order)
         outgoing.append(x[order].chunk(ep))  # chunk d goes to the rank holding experts [d * local, (d + 1) * local)
     results = []
     for d in range(ep):
-        chunks = torch.cat([outgoing[i][d] for i in range(ep)]).reshape(ep, local, -1, HIDDEN)
+        chunks = torch.cat([outgoing[i][d] for i in range(ep)]).reshape(ep, local, -1, hidden)
         out = torch.stack([model.experts[d * local + k](chunks[:, k]) for k in range(local)], dim=1)
-        results.append(out.reshape(-1, HIDDEN).chunk(ep))  # chunk i goes back to rank i
+        results.append(out.reshape(-1, hidden).chunk(ep))  # chunk i goes back to rank i
     logits = []
     for i in range(ep):
         back = torch.cat([results[d][i] for d in range(ep)])

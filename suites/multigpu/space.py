@@ -21,11 +21,11 @@ A ``Mask`` is a value under which whole classes of bugs cannot show (one
 rank, where every collective is the identity; a scaling factor of 1; no step
 taken): a pair of values met only in compositions holding one tests little,
 so the covering arrays meet every pair in a composition without any
-(``covering.py``). The model's shape is no axis: a model small against its
-buffer, where some rank's shards hold padding only, is what the policies
-``high-busbw`` and ``shard-aligned`` make of the suite's model at every world
-size above 1 (each bucket pads to 65,536 elements or more), and ``padded``
-the large case.
+(``covering.py``). The model's shape is an axis: where its sizes land decides
+whether a wrong offset shows. A model small against its buffer, where some
+rank's shards hold padding only, is what the policies ``high-busbw`` and
+``shard-aligned`` make of every shape at every world size above 1 (each
+bucket pads to 65,536 elements or more), and ``padded`` the large case.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
-from .cases import MID, TINY, Case
+from .cases import MID, MOMENTS, TINY, Case
+from .models import SHAPES
 from .moe import Topology
 from .records import STEPS
 
@@ -149,6 +150,17 @@ AXES: tuple[Axis, ...] = (
          "alone) or MXFP8 (a scale per 32 elements) beside the bf16 rest, gathered so, or every param in its dtype"),
     _flag("reuse", "off", "on", "MXFP8 params gathered in bf16 through the grad buffer's memory, which must be "
           "staged, gathered, consumed and zeroed in turn, or through a param buffer of their own", reuse=True),
+    Axis("shape", tuple(Value(name, dict(shape=name)) for name in SHAPES),
+         "where the layout's offsets, padding, shard boundaries and MX blocks fall: weights of multiples of 64, 32 "
+         "and 128 elements; odd and prime sizes, rows shorter than one MX block; three blocks and a quantized head "
+         "(models.SHAPES)"),
+    _flag("seeding", "dequantized", "high-precision", "the model keeps each quantized param's value before "
+          "quantization, which an optimizer may seed its master from, or only the quantized values",
+          seeding="high-precision"),
+    Axis("moment", tuple(Value(m, dict(moment=m)) for m in MOMENTS),
+         "what comes between a step and the next zero_grad: nothing; a forced gather and an evaluation forward "
+         "before zero_grad or after it (with the reuse, the grad memory then holds params, or the gathers staged by "
+         "zero_grad are in flight); a checkpoint saved and loaded into a fresh instance (cases.MOMENTS)"),
 )
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 BASE: dict[str, str] = {a.name: a.base for a in AXES}
@@ -239,6 +251,8 @@ RULES: tuple[Rule, ...] = (
     _rule("only MXFP8 reuses the grad memory", {"reuse": ON}, {"quantized": "mxfp8"},
           "reuse_grad_buf_for_mxfp8_param_ag gathers MXFP8 params in bf16 (DDPConfig refuses it without "
           "fp8_param_gather; upstream, without MXFP8)"),
+    _rule("a kept init seeds quantized masters", {"seeding": "high-precision"}, {"quantized": ("fp8", "mxfp8")},
+          "only a quantized param's master can be seeded from anything but the param itself"),
     _rule("a forced all-reduce, then no finalize", {"force-all-reduce": ON}, {"loss": "mean"},
           "the forced all-reduce is finish_grad_sync's, which divides by no token count"),
 )
@@ -261,6 +275,11 @@ MASKING: tuple[Mask, ...] = (
     Mask("loss", "per-token", "the factor is 1 too: grads are summed and divided by the token count when finalized"),
     Mask("skip", "every-step", "no step is taken: the params never change, so nothing wrong from the second step on "
          "(a param gather, optimizer state) can show"),
+    Mask("moment", "none", "zero_grad follows the step at once: no gather is forced while the grad memory holds "
+         "params, no forward runs before zeroing, nothing is saved or loaded"),
+    Mask("shape", "base", "every weight holds a multiple of 64, 32 and 128 elements: no padding falls between two "
+         "weights, no MX block or shard boundary within one, so a wrong offset or extent can land where it is "
+         "harmless"),
 )
 MASKED: frozenset[tuple[str, str]] = frozenset((m.axis, m.label) for m in MASKING)
 

@@ -15,19 +15,21 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 from ranks.recording import recording
-from suites.impls.protocol import ComputesWith, MayBeUnreadable, StepsInParamDtype, WholeParams
+from suites.impls.protocol import (Checkpoints, ComputesWith, MayBeUnreadable, SeedsMasters, StepsInParamDtype,
+                                   SyncsParams, WholeParams)
 from suites.impls.stepping import optimizer_for
 from suites.impls.support import provides
 
 from . import moe
 from .cases import Case
-from .bounds import UNIT_ROUNDOFF, Arithmetic, agreed, assert_close, assert_within, tolerance
-from .models import batch, loss_fn, make_model, tokens_in
+from .bounds import UNIT_ROUNDOFF, Arithmetic, agreed, agreed_candidates, assert_close, assert_within, tolerance
+from .models import loss_fn, make_model, tokens_in
 from .oracle import GlobalBatch, Gradient
 
 
@@ -53,10 +55,13 @@ def owned_grad_pairs(ddp, rank: int, expert_rank: int | None = None, everything:
 
 def local_model(case: Case, ctx) -> torch.nn.Module:
     """This rank's model: the dense TinyLM, or its share of the mixture of experts."""
+    kept = case.seeding == "high-precision"
     if case.moe is None:
-        return make_model(case.tied, case.dtype, quantized=case.quantized).to(ctx.device)
+        return make_model(case.tied, case.dtype, quantized=case.quantized, shape=case.model_shape,
+                          keep_init=kept).to(ctx.device)
     ep_group, _ = moe.groups(case.moe, ctx.rank)
-    return moe.TinyMoE(case.moe.experts_of(ctx.rank), ep_group, quantized=case.quantized).to(case.dtype).to(ctx.device)
+    return moe.TinyMoE(case.moe.experts_of(ctx.rank), ep_group, quantized=case.quantized, shape=case.model_shape,
+                       keep_init=kept, dtype=case.dtype).to(ctx.device)
 
 
 def requires_instances(ctx, case: Case) -> None:
@@ -79,9 +84,12 @@ class Side:
 
     def params(self) -> dict[str, torch.Tensor]:
         """Every param of this rank's model as a whole tensor, under the oracle's name."""
-        topology, rank = self.case.moe, self.ctx.rank
-        return {(topology.global_name(name, rank) if topology else name): param
-                for name, param in self.local_params().items()}
+        return {self.global_name(name, self.ctx.rank): param for name, param in self.local_params().items()}
+
+    def global_name(self, name: str, rank: int) -> str:
+        """The oracle's name of the param ``rank`` holds as ``name`` (an expert's local index is another expert's on
+        another rank)."""
+        return self.case.moe.global_name(name, rank) if self.case.moe else name
 
     def local_params(self) -> dict[str, torch.Tensor]:
         return dict(self.model.named_parameters())
@@ -95,7 +103,7 @@ class Side:
         case, local = self.case, 0
         self.losses = []
         for micro in range(case.microbatches):
-            tokens, labels = batch(case.seed, step, micro, self.ctx.rank, ragged=case.num_tokens)
+            tokens, labels = case.batch(step, micro, self.ctx.rank)
             tokens, labels = tokens.to(self.ctx.device), labels.to(self.ctx.device)
             last = micro == case.microbatches - 1
             with contextlib.nullcontext() if last else self.ddp.no_sync():
@@ -173,12 +181,16 @@ class UnderTest(Side):
     def step(self) -> float | None:
         return self.opt.step()
 
-    def _settle_params(self, step: int) -> torch.Tensor | None:
-        """With overlapped param gathers, params arrive with the next forward: run one, return its logits."""
-        if not self.case.overlap_param_gather:
-            return None
+    def _forward(self, tokens: torch.Tensor, what: str) -> Forward:
         with torch.no_grad():
-            return self.ddp(batch(self.case.seed, step, 0, self.ctx.rank)[0].to(self.ctx.device))
+            return Forward(what, tokens, self.ddp(tokens.to(self.ctx.device)))
+
+    def evaluate(self, step: int) -> Forward:
+        """An evaluation between steps: a forced param gather where the optimizer offers one (``SyncsParams``),
+        then a forward under no_grad on a batch no step trains on."""
+        if isinstance(self.opt, SyncsParams):
+            self.opt.sync_params()
+        return self._forward(evaluation_tokens(self.case, step, self.ctx.rank), "the evaluation forward")
 
     def zero_grad(self) -> None:
         """Between steps: the optimizer level zeroes through its optimizer (which may hold grads too)."""
@@ -187,12 +199,43 @@ class UnderTest(Side):
         else:
             self.ddp.zero_grad_buffer()
 
-    def finish_step(self, step: int) -> torch.Tensor | None:
-        """What a training loop does after the optimizer's step: zero the grads, then the next forward, which
-        brings overlapped param gathers in (with the reuse, zero_grad stages the params those gathers send, so
-        it comes first); that forward's logits, or None without overlapped gathers."""
+    def finish_step(self, step: int) -> list[Forward]:
+        """What a training loop does after the optimizer's step, at the case's moment (``cases.MOMENTS``): an
+        evaluation before or after zeroing the grads, then the next forward, which brings overlapped param gathers
+        in (with the reuse, zero_grad stages the params those gathers send, so it comes first). Returns the
+        forwards run, to be compared: none without overlapped gathers or an evaluation."""
+        forwards = [self.evaluate(step)] if self.case.moment == "eval" else []
         self.zero_grad()
-        return self._settle_params(step)
+        if self.case.moment == "eval-after-zero":
+            forwards.append(self.evaluate(step))
+        if self.case.overlap_param_gather:
+            forwards.append(self._forward(self.case.batch(step, 0, self.ctx.rank)[0], "the forward after the step"))
+        return forwards
+
+    def resumed(self) -> "UnderTest":
+        """A fresh instance of the implementation over a fresh model (its initial params), loaded from this one's
+        checkpoint (``Checkpoints``): a run stopped after this step and resumed."""
+        if not isinstance(self.opt, Checkpoints):
+            pytest.skip("the optimizer offers no state_dict / load_state_dict (protocol.Checkpoints): no checkpoint "
+                        "to save and load")
+        state = self.opt.state_dict()
+        fresh = UnderTest(self.case, self.ctx, self.impl)
+        fresh.opt.load_state_dict(state)
+        return fresh
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A forward run between steps, under no_grad, to be compared with the oracle's on the same tokens."""
+
+    what: str
+    tokens: torch.Tensor
+    logits: torch.Tensor
+
+
+def evaluation_tokens(case: Case, step: int, rank: int) -> torch.Tensor:
+    """An evaluation batch: one no step trains on (the microbatch after the step's last)."""
+    return case.batch(step, case.microbatches, rank)[0]
 
 
 class TorchDDPOracle(Side):
@@ -200,7 +243,7 @@ class TorchDDPOracle(Side):
 
     def __init__(self, case: Case, ctx) -> None:
         super().__init__(case, ctx)
-        self.model = make_model(case.tied, case.dtype).to(ctx.device)
+        self.model = make_model(case.tied, case.dtype, shape=case.model_shape).to(ctx.device)
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         self.ddp = torch.nn.parallel.DistributedDataParallel(
             self.model, device_ids=device_ids, process_group=ctx.group, bucket_cap_mb=0.001
@@ -239,7 +282,7 @@ def oracle_step(case: Case, model: torch.nn.Module, opt) -> float | None:
 
 def global_token_count(case: Case, step: int, world_size: int) -> int:
     return sum(
-        tokens_in(batch(case.seed, step, m, r, ragged=case.num_tokens)[1])
+        tokens_in(case.batch(step, m, r)[1])
         for r in range(world_size)
         for m in range(case.microbatches)
     )
@@ -290,8 +333,8 @@ def compare_norm(case: Case, step: int, norm: float | None, their_norm: float | 
 
 
 def compare_update(ctx, case: Case, ours: dict, theirs: TorchDDPOracle, tol, step: int, norms,
-                   logits) -> None:
-    """The clip norm, the forward after the step (overlapped gathers) and every param (``ours``: ``Side.params()``)."""
+                   forwards: list[Forward]) -> None:
+    """The clip norm, the forwards between steps and every param (``ours``: ``Side.params()``)."""
     norm, their_norm = norms
     if case.clip is not None:  # the case must exercise the side of the decision it is named for
         side = "exceed" if case.clip_reached else "stay below"
@@ -299,10 +342,7 @@ def compare_update(ctx, case: Case, ours: dict, theirs: TorchDDPOracle, tol, ste
             f"step {step} grad norm: got {norm}, but should {side} max_norm {case.clip} for this case"
         )
     compare_norm(case, step, norm, their_norm, "torch clip_grad_norm_")
-    if logits is not None:  # forward must have waited for the all-gather
-        with torch.no_grad():
-            want = theirs.model(batch(case.seed, step, 0, ctx.rank)[0].to(ctx.device))
-        assert_close(logits, want, tol, f"step {step} rank {ctx.rank} logits of the forward after the step")
+    compare_forwards(ctx, forwards, theirs.model, tol, step, "")
     their_params = theirs.params()
     for name, param in ours.items():
         assert_close(param, their_params[name], tol, f"step {step} rank {ctx.rank} param {name}")
@@ -320,9 +360,9 @@ def train_against_torch_ddp(ctx, impl, case: Case) -> int:
         zeros = ours.opt.count_zeros() if ours.full_step and not case.bf16 else None
         agreed(ctx, lambda: compare_step(ctx, case, ours, theirs, tol, step, zeros))
         norms = ours.step(), theirs.step()
-        logits = ours.finish_step(step)
+        forwards = ours.finish_step(step)
         params = ours.params()
-        agreed(ctx, lambda: compare_update(ctx, case, params, theirs, tol, step, norms, logits))
+        agreed(ctx, lambda: compare_update(ctx, case, params, theirs, tol, step, norms, forwards))
         theirs.zero_grad()
     return case.steps
 
@@ -340,26 +380,64 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
     norm. Returns the steps compared.
     """
     in_dtype = isinstance(impl, StepsInParamDtype) and impl.steps_in_param_dtype
-    ours, oracle = UnderTest(case, ctx, impl), GlobalBatch(case, ctx, in_dtype)
+    ours = UnderTest(case, ctx, impl)
+    oracles = [GlobalBatch(case, ctx, in_dtype, from_init) for from_init in master_seedings(impl, case)]
     arithmetic = Arithmetic.of(case, ctx.world_size, in_dtype)
-    numels = {name: p.numel() for name, p in oracle.params.items()}
+    numels = {name: p.numel() for name, p in oracles[0].params.items()}
+    unstopped: UnderTest | None = None
     for step in range(case.steps):
         total = global_token_count(case, step, ctx.world_size)
         ours.sync(ours.backward(step, total))
-        want = oracle.gradient(step, total, ours.ddp.computing if isinstance(ours.ddp, ComputesWith) else
-                               contextlib.nullcontext)
+        want = oracles[0].gradient(step, total, ours.ddp.computing if isinstance(ours.ddp, ComputesWith) else
+                                   contextlib.nullcontext)
         bounds = {name: arithmetic.grad_bound(m) for name, m in want.magnitude.items()}
         held, problems = whole_reduced_grads(ctx, ours, numels)
         zeros = ours.opt.count_zeros() if ours.full_step else None
         agreed(ctx, lambda: check_reduced(ctx, ours, want, bounds, held, problems, zeros, step))
         norm = ours.step()
-        before = oracle.update(held, norm)
-        logits = ours.finish_step(step)
+        if unstopped is not None:  # the run that never stopped takes the same step
+            unstopped.sync(unstopped.backward(step, total))
+            unstopped.step()
+        elif case.moment == "checkpoint" and step == 0:
+            unstopped, ours = ours, ours.resumed()
+        befores = [oracle.update(held, norm) for oracle in oracles]
+        forwards = ours.finish_step(step)
         params = ours.params()
         agreed(ctx, lambda: check_update(ctx, case, arithmetic, norm, held, want, bounds, step))
-        agreed(ctx, lambda: check_params(ctx, case, arithmetic, params, oracle, before, logits, step))
-        oracle.follow(everyones_params(ctx, params))
+        kept = agreed_candidates(ctx, [
+            lambda oracle=oracle, before=before: check_params(ctx, case, arithmetic, params, oracle, before, forwards,
+                                                              step)
+            for oracle, before in zip(oracles, befores)])
+        oracles = [oracles[i] for i in kept]
+        if unstopped is not None:
+            unstopped.finish_step(step)
+            theirs = unstopped.params()
+            agreed(ctx, lambda: compare_resumed(ctx, params, theirs, step))
+        everyone = everyones_params(ctx, params)
+        for oracle in oracles:
+            oracle.follow(everyone)
     return case.steps
+
+
+def master_seedings(impl, case: Case) -> list[bool]:
+    """Where the oracle may seed quantized params' masters, as ``from_init`` flags: from the value kept at
+    initialization where the case's model keeps one and the implementation says it seeds from it
+    (``SeedsMasters``), from the dequantized values where it says so or the model keeps none; either, checked
+    against both, where it says nothing (a choice is never failed)."""
+    if case.quantized is None or case.seeding != "high-precision":
+        return [False]
+    said = impl.master_seeding if isinstance(impl, SeedsMasters) else None
+    return [False, True] if said is None else [said == "high-precision-init"]
+
+
+def compare_resumed(ctx, params: dict[str, torch.Tensor], unstopped: dict[str, torch.Tensor], step: int) -> None:
+    """The run resumed from a checkpoint against the run that never stopped: the same bits."""
+    for name, param in params.items():
+        want = unstopped[name]
+        assert torch.equal(param, want), (
+            f"step {step} rank {ctx.rank} param {name} of the run resumed from the checkpoint: got "
+            f"{(param.float() - want.float()).abs().max():.3g} away from the run that never stopped, but should be "
+            "equal bit for bit")
 
 
 def everyones_params(ctx, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -449,8 +527,8 @@ def _norm(tensors, p: float) -> float:
     return float(flat.abs().max()) if math.isinf(p) else float(flat.norm(p))
 
 
-def check_params(ctx, case: Case, arithmetic: Arithmetic, params: dict, oracle: GlobalBatch, before: dict, logits,
-                 step: int) -> None:
+def check_params(ctx, case: Case, arithmetic: Arithmetic, params: dict, oracle: GlobalBatch, before: dict,
+                 forwards: list[Forward], step: int) -> None:
     """Every param after the step against the oracle's update from the same start, grads and norm; with overlapped
     gathers, the forward after the step against the oracle's."""
     for name, param in params.items():
@@ -463,11 +541,16 @@ def check_params(ctx, case: Case, arithmetic: Arithmetic, params: dict, oracle: 
             bound = (high - low) / 2 + 2 * UNIT_ROUNDOFF[param.dtype] * torch.maximum(low.abs(), high.abs())
         assert_within(param, want, bound.reshape(want.shape), f"step {step} rank {ctx.rank} param {name} (vs single "
                       "process, from the same params, grads and norm)")
-    if logits is not None:  # the forward must have waited for the all-gather
+    compare_forwards(ctx, forwards, oracle.model, tolerance(False, case.bf16), step, " (vs single process)")
+
+
+def compare_forwards(ctx, forwards: list[Forward], model: torch.nn.Module, tol, step: int, against: str) -> None:
+    """Each forward run between steps against ``model``'s on the same tokens: it must have computed with the
+    updated params (waited for their gather, read them in the dtype they are held in)."""
+    for forward in forwards:
         with torch.no_grad():
-            want = oracle.model(batch(case.seed, step, 0, ctx.rank)[0].to(ctx.device))
-        assert_close(logits, want, tolerance(False, case.bf16),
-                     f"step {step} rank {ctx.rank} logits of the forward after the step (vs single process)")
+            want = model(forward.tokens.to(ctx.device))
+        assert_close(forward.logits, want, tol, f"step {step} rank {ctx.rank} logits of {forward.what}{against}")
 
 
 def train_two_configs(ctx, impl, first: Case, second: Case, bitwise: bool) -> None:

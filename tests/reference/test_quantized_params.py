@@ -2,6 +2,7 @@
 naming the bucket and both states; upstream's bucket-group rule; two optimizers each gather their own buffers;
 the refusals of DDPConfig; the extent of the param view over the grad memory."""
 
+import dataclasses
 import math
 
 import pytest
@@ -145,3 +146,29 @@ def test_the_planned_bytes_of_the_reuse_are_the_buffers_allocated(group):
             if buf.param_data is not None:
                 storages[buf.param_data.untyped_storage().data_ptr()] = buf.param_data.untyped_storage().nbytes()
             assert sum(storages.values()) == buf.layout.memory().total, (reuse, buf.describe())
+
+
+@pytest.mark.parametrize("first_zeroed", ["quantized", "plain"])
+def test_two_optimizers_each_zero_only_their_own_buffers(group, first_zeroed):
+    """An optimizer's zero_grad zeroes its own buffers and leaves the other's grads (and, at several ranks, the
+    gathers in flight through its grad memory) alone, in either order."""
+    model, ddp, _ = built(dataclasses.replace(REUSE, overlap_param_gather=True), group)
+    owned = {"quantized": [b for b in ddp.buffers if b.layout.recipe],
+             "plain": [b for b in ddp.buffers if not b.layout.recipe]}
+    optimizers = {kind: ReferenceOptimizer(ddp, sgd, buffers=bufs) for kind, bufs in owned.items()}
+    tokens, labels = batch(7, 0, 0, 0)
+    loss_fn(ddp(tokens), labels).backward()
+    ddp.finish_grad_sync()
+    for optimizer in optimizers.values():
+        optimizer.step()
+    other = next(kind for kind in owned if kind != first_zeroed)
+    held = [b.grad_data.clone() for b in owned[other]]
+    assert any(h.count_nonzero() for h in held)
+    optimizers[first_zeroed].zero_grad()
+    for buf, before in zip(owned[other], held):
+        assert torch.equal(buf.grad_data, before), (
+            f"the {other} optimizer's buffer after the {first_zeroed} one's zero_grad: got "
+            f"{int((buf.grad_data != before).sum())} elements changed, but should be untouched")
+    assert all(b.grad_data.count_nonzero() == 0 for b in owned[first_zeroed] if b.lifecycle is None)
+    optimizers[other].zero_grad()
+    ddp(tokens)  # the gathers the zero_grads started come in

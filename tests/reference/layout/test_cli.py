@@ -67,6 +67,9 @@ def test_mixture_of_experts_gets_expert_buffers_planned_for_dp_over_ep(capsys):
     (["--model", "mixtral-8x7b", "--dp", "16", "--ep", "3"], "--ep: got 3, but should be a divisor of --dp 16"),
     (["--model", "llama2-7b", "--dp", "16", "--ep", "2"], "ep: got 2 for llama2-7b, but should be 1 (it has no experts)"),
     (["--model", "gpt5"], "invalid choice: 'gpt5'"),
+    (["--model", "llama2-7b", "--policy", "packed", "--fp8-param-gather", "mxfp8", "--summary"],
+     "--fp8-param-gather: got mxfp8 with --policy packed, but should be given only with a distributed-optimizer "
+     "policy (padded, high-busbw, shard-aligned)"),
 ])
 def test_bad_input_is_named(args, message, capsys):
     code, _, err = run_cli(capsys, *args)
