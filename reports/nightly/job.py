@@ -40,7 +40,7 @@ from typing import Sequence
 
 from benchmarks import BENCHMARKS
 from benchmarks.measuring.padding import overhead_table
-from benchmarks.settings import BUDGETS, DEFAULT_IMPLS, INFORMATIVE_ROUNDS, LAUNCHES, BenchSettings
+from benchmarks.settings import BUDGETS, DEFAULT_PEERS, INFORMATIVE_ROUNDS, LAUNCHES, BenchSettings
 from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
 from cli import Count, KeyNumber, OutFolder, Parser, Real
 from datamodel import from_json
@@ -173,9 +173,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if problem:
         parser_.error(problem)
     return args
-
-
-DEFAULT_PEERS = tuple(i for i in DEFAULT_IMPLS if i != REFERENCE)
 
 
 def implementations(args) -> tuple[str, ...]:
