@@ -521,3 +521,29 @@ def test_the_space_count_check_reports_a_count_in_a_comment():
                '"""... 27 pairwise rows became 24 in 20 s (triples: 130, unchanged in 60 s)."""\n')
     assert space_counts(old_tox) == ["130 compositions", "27 pairwise rows", "triples: 1"], space_counts(old_tox)
     assert space_counts("# which starts with them: docs/suites.md counts them; 98 s here") == []
+
+
+CHECKLISTS = ROOT / "docs" / "extending.md"
+CHECKLIST = re.compile(r"^\| step \| file \| regenerate \| fails when forgotten \|\n\|[-|]+\|\n((?:\|[^\n]*\n?)+)", re.M)
+
+
+def unanswered_steps(text: str) -> list[str]:
+    """The steps of each checklist (a table headed ``| step | file | regenerate | fails when forgotten |``) whose
+    last cell is empty: each says which test fails when it is forgotten, or that none does and why."""
+    return [row.split("|")[1].strip()[:60] for table in CHECKLIST.findall(text) for row in table.splitlines()
+            if not row.rstrip().rstrip("|").rsplit("|", 1)[-1].strip()]
+
+
+def test_every_step_of_the_checklists_says_what_fails_when_it_is_forgotten():
+    text = CHECKLISTS.read_text()
+    assert len(CHECKLIST.findall(text)) >= 6, "got fewer checklists than the six kinds of change docs/extending.md has"
+    missing = unanswered_steps(text)
+    assert not missing, ("got steps of docs/extending.md whose 'fails when forgotten' is empty; name the test that "
+                         "fails, or say that none does and why:\n" + "\n".join(missing))
+
+
+def test_the_checklist_check_reports_a_step_that_says_nothing():
+    table = ("| step | file | regenerate | fails when forgotten |\n|---|---|---|---|\n"
+             "| 1. The adapter | `suites/impls/<peer>.py` | | `load_implementation` refuses it |\n"
+             "| 2. Its registered name | `suites/impls/__init__.py` (`REGISTRY`) | | |\n")
+    assert unanswered_steps(table) == ["2. Its registered name"], unanswered_steps(table)
