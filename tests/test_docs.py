@@ -23,6 +23,13 @@ it reports what it should (the last tests of this module):
   keeps the counts of its day: its paths are checked, its counts are not.
 - ``catalogue_problems``: the docs' table of broken implementations names
   every entry of the catalogue.
+- ``list_problems``: a list a guide states about the code is the code's: the
+  floors (``FLOORS``), the default peers (``DEFAULT_PEERS``), what ``tox -e
+  tests`` runs whole against each implementation (tox.ini), the stored runs'
+  schemas; ``space_counts``: the code's comments and configuration state no
+  count of the composition space (the guides do, where it is checked).
+- ``unanswered_steps``: every step of docs/extending.md's checklists says
+  what fails when it is forgotten.
 - ``undated_entries``: every entry of the journal carries its date.
 """
 
@@ -524,7 +531,8 @@ def test_the_space_count_check_reports_a_count_in_a_comment():
 
 
 CHECKLISTS = ROOT / "docs" / "extending.md"
-CHECKLIST = re.compile(r"^\| step \| file \| regenerate \| fails when forgotten \|\n\|[-|]+\|\n((?:\|[^\n]*\n?)+)", re.M)
+CHECKLIST = re.compile(r"^\| step \| file \| regenerate \| fails when forgotten \|\n\|[-|]+\|\n"
+                       r"((?:\|[^\n]*\n?)+)", re.M)
 
 
 def unanswered_steps(text: str) -> list[str]:

@@ -231,7 +231,8 @@ def test_the_adapters_have_the_optional_members_they_had():
               if isinstance(load_implementation(name), SharesExpectations)}
     assert shared == SHARED, (
         f"got the expectation lists {shared}, but should be {SHARED}: a registered peer whose `expectations` names "
-        "a list (fixtures/expectations/<list>.toml) gets a row name: list in SHARED, tests/suites/impls/test_support.py")
+        "a list (fixtures/expectations/<list>.toml) gets a row name: list in SHARED, "
+        "tests/suites/impls/test_support.py")
 
 
 SHARED = {"fsdp2": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed", "deepspeed-zero1": "deepspeed-zero1",
