@@ -30,7 +30,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("suites",),
     ("fixtures",),
     ("benchmarks",),
-    ("reports.store", "reports.conformance", "reports.bisect.records"),
+    ("reports.store", "reports.conformance"),
     ("reports.comparison", "reports.bisect"),
     ("reports.views",),
     ("reports.render",),

@@ -23,6 +23,13 @@ it reports what it should (the last tests of this module):
   keeps the counts of its day: its paths are checked, its counts are not.
 - ``catalogue_problems``: the docs' table of broken implementations names
   every entry of the catalogue.
+- ``list_problems``: a list a guide states about the code is the code's: the
+  floors (``FLOORS``), the default peers (``DEFAULT_PEERS``), what ``tox -e
+  tests`` runs whole against each implementation (tox.ini), the stored runs'
+  schemas; ``space_counts``: the code's comments and configuration state no
+  count of the composition space (the guides do, where it is checked).
+- ``unanswered_steps``: every step of docs/extending.md's checklists says
+  what fails when it is forgotten.
 - ``undated_entries``: every entry of the journal carries its date.
 """
 
@@ -358,3 +365,193 @@ def test_the_citation_check_reports_a_gone_page_and_an_index():
     assert citation_problems(text) == [
         "docs/nightly.md: an index of the pages its sections moved to; cite the page that holds it",
         "docs/no-such-page.md: no such page"]
+
+
+# The lists the docs state about the code, each compared with its one definition.
+
+@cache
+def lists() -> dict:
+    """What the code and the configuration say, for the lists the docs state."""
+    import configparser
+    import json
+    import tomllib
+
+    from benchmarks.settings import DEFAULT_PEERS
+    from reports.store.model import SCHEMA
+    from suites.impls import REGISTRY
+    from tests.test_architecture import FLOORS
+
+    tox = configparser.RawConfigParser()
+    tox.read(ROOT / "tox.ini")
+    testpaths = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["testpaths"]
+    again = tox.get("again", "pytest_args")
+    commands = [c.replace("{[again]pytest_args}", again) for c in tox.get("testenv:tests", "commands").splitlines()]
+    schemas = {json.loads(p.read_text())["schema"] for p in (ROOT / "fixtures" / "runs").glob("*/results.json")}
+    return {"floors": FLOORS, "tops": tuple(dict.fromkeys(n.split(".")[0] for f in FLOORS for n in f)),
+            "peers": DEFAULT_PEERS, "registry": tuple(REGISTRY),
+            "tox tests": suites_run_whole(commands, [p for p in testpaths if p.startswith("suites/")]),
+            "schemas": (min(schemas), max(schemas), SCHEMA)}
+
+
+def suites_run_whole(commands: list[str], testpaths: list[str]) -> dict[str, set[str]]:
+    """Each implementation (``--impl``, else the reference) and the suites a tox env's ``pytest`` commands run
+    against it whole: with no file left out (``--ignore``), no test chosen (``--only``, a file named) and the
+    compositions kept."""
+    found: dict[str, set[str]] = {}
+    for command in commands:
+        words = command.split()
+        if "pytest" not in words:
+            continue
+        args = [w for w in words[words.index("pytest") + 1:] if "{" not in w]
+        impl = args[args.index("--impl") + 1] if "--impl" in args else "reference"
+        chosen = [a for a in args if not a.startswith("-") and a not in (impl,) and a.startswith("suites/")]
+        cut = any(a.startswith(("--ignore", "--only", "--compositions=none")) for a in args)
+        whole = [p for p in (chosen or testpaths) if p in testpaths] if not cut else []
+        found.setdefault(impl, set()).update(whole)
+    return {impl: suites for impl, suites in found.items() if suites}
+
+
+def _units(text: str) -> list[str]:
+    """The paragraphs of ``text``, each table row and each list item on its own."""
+    return [u for p in _paragraphs(text) for u in re.split(r"\n(?=\||- |\d+\. )", p)]
+
+
+def list_problems(text: str, known: dict) -> tuple[list[str], set[str]]:
+    """The lists ``text`` states that are not ``known``'s (``lists()``), and which kinds of list it states:
+
+    - ``floors``: the numbered list after a paragraph naming ``FLOORS``, a floor a line, bottom first;
+    - ``top floors``: the folders listed after "bottom first: " on one line (`cli/`, ...), each top-level
+      package of ``FLOORS`` once, bottom first;
+    - ``default peers``: a paragraph, list item or table row naming ``DEFAULT_PEERS`` names, of the registered
+      implementations (in code spans), exactly the default peers, in their order;
+    - ``tox tests``: a table headed ``| `--impl` | suites run whole |`` says, row by row, what ``tox -e tests``
+      runs whole against each implementation;
+    - ``schemas``: "older results schema ... (A to B; the model's `SCHEMA` is C)": the stored runs' schemas
+      (fixtures/runs/) and the model's.
+    """
+    problems, stated = [], set()
+
+    def compare(kind: str, got, want, where: str) -> None:
+        stated.add(kind)
+        if got != want:
+            problems.append(f"{kind}: the doc says {got} ({where[:70]!r}), but the code has {want}")
+
+    match = re.search(r"`FLOORS`[^\n]*(?:\n[^\n]+)*\n\n((?:\d+\. [^\n]*\n?)+)", text)
+    if match:
+        floors = tuple(tuple(s.rstrip("/") for s in SPAN.findall(line)) for line in match.group(1).splitlines())
+        compare("floors", floors, known["floors"], match.group(1))
+    for match in re.finditer(r"bottom\s+first: (`[^)]*)\)", text):
+        compare("top floors", tuple(s.rstrip("/") for s in SPAN.findall(match.group(1))), known["tops"],
+                match.group(0))
+    for unit in _units(text):
+        if "`DEFAULT_PEERS`" in unit:
+            named = tuple(dict.fromkeys(s for s in SPAN.findall(unit) if s in known["registry"] and s != "reference"))
+            if named:
+                compare("default peers", named, known["peers"], unit)
+    table = re.search(r"^\| `--impl` \| suites run whole \|\n\|[-|]+\|\n((?:\|[^\n]*\n?)+)", text, re.M)
+    if table:
+        rows = {}
+        for row in table.group(1).splitlines():
+            cells = row.strip("|").split("|")
+            for impl in SPAN.findall(cells[0]):
+                rows.setdefault(impl, set()).update(SPAN.findall(cells[1]))
+        compare("tox tests", rows, known["tox tests"], table.group(0))
+    for match in re.finditer(r"older results schema[^(\n]*\((\d+) to (\d+); the model's `SCHEMA` is (\d+)\)", text):
+        compare("schemas", tuple(int(g) for g in match.groups()), known["schemas"], match.group(0))
+    return problems, stated
+
+
+def test_the_lists_the_guides_state_are_the_codes():
+    problems, stated = [], {}
+    for doc in GUIDES:
+        found, kinds = list_problems(doc.read_text(), lists())
+        problems += [f"{doc.relative_to(ROOT)}: {p}" for p in found]
+        for kind in kinds:
+            stated.setdefault(kind, []).append(doc.relative_to(ROOT).as_posix())
+    assert not problems, "got lists the code does not have:\n" + "\n".join(problems)
+    want = {"floors": ["docs/development.md"], "top floors": ["README.md"], "tox tests": ["docs/development.md"],
+            "schemas": ["docs/development.md"], "default peers": ["README.md", "docs/running-nightly.md"]}
+    assert all(set(docs) <= set(stated.get(kind, ())) for kind, docs in want.items()), (
+        f"got the lists stated in {stated}, but should find at least {want}")
+
+
+CONFIG = [p for p in CODE if p.suffix != ".py" or "tests" not in p.relative_to(ROOT).parts] + [ROOT / ".ci" / "run"]
+"""The code and its configuration, less the tests (whose made-up spaces count what they like)."""
+SPACE_COUNT = re.compile(r"\b\d[\d,]* (?:common |pairwise |triple )?(?:compositions|axes|rules|masking values|pairwise "
+                         r"rows)\b|\b(?:triples|pairwise)[:,]? \d", re.I)
+
+
+def space_counts(text: str) -> list[str]:
+    """The counts of the composition space ``text`` states: the code's comments and configuration state none
+    (docs/suites.md states them, where ``test_the_counts_the_guides_state_are_the_codes`` checks them)."""
+    return [m.group(0) for m in SPACE_COUNT.finditer(text)]
+
+
+def test_the_code_and_its_configuration_state_no_count_of_the_composition_space():
+    found = [f"{p.relative_to(ROOT)}: {c!r}" for p in CONFIG for c in space_counts(p.read_text())]
+    assert not found, ("got counts of the composition space in the code's comments or configuration, which no test "
+                       "checks; state them in docs/suites.md alone, or say where they are:\n" + "\n".join(found))
+
+
+def _stated_lists(known: dict) -> str:
+    """A planted page stating each list as the code has it."""
+    floors = "".join(f"{i}. " + ", ".join(f"`{n}`" for n in floor) + "\n" for i, floor in enumerate(known["floors"], 1))
+    tox = "".join(f"| `{impl}` | " + ", ".join(f"`{s}`" for s in sorted(suites)) + " |\n"
+                  for impl, suites in known["tox tests"].items())
+    return ("The floors (`FLOORS` there), bottom first:\n\n" + floors + "\n"
+            "How imports run one way (floors, bottom first: " + ", ".join(f"`{t}/`" for t in known["tops"]) + ").\n\n"
+            "Beside `--impl` and `--peer torch`, the default peers (`DEFAULT_PEERS`): "
+            + ", ".join(f"`{p}`" for p in known["peers"]) + ".\n\n"
+            "| `--impl` | suites run whole |\n|---|---|\n" + tox + "\n"
+            "fixtures/runs/ a real run of every older results schema (%d to %d; the model's `SCHEMA` is %d)\n"
+            % known["schemas"])
+
+
+def test_the_list_check_reports_each_wrong_list():
+    known = lists()
+    right = _stated_lists(known)
+    problems, stated = list_problems(right, known)
+    assert problems == [] and stated == {"floors", "top floors", "default peers", "tox tests", "schemas"}, (
+        problems, stated)
+    first, last = known["schemas"][:2]
+    wrong = (right.replace(", `selfcheck`\n", "\n").replace(", `selfcheck/`)", ")")
+             .replace(f", `{known['peers'][-1]}`.", ".").replace("| `fsdp2` | `suites/multigpu` |",
+                                                                   "| `fsdp2` | `suites/layout`, `suites/multigpu` |")
+             .replace(f"({first} to {last};", f"({first} to {last - 1};"))
+    assert wrong.count("selfcheck") == 0 and "`suites/layout`, `suites/multigpu` |" in wrong, "the plant took"
+    problems, _ = list_problems(wrong, known)
+    assert sorted(p.split(":")[0] for p in problems) == sorted(stated), "\n".join(problems)
+
+
+def test_the_space_count_check_reports_a_count_in_a_comment():
+    old_tox = ("# job's search, which starts with them: 130 compositions, 98 s here, more than CI holds)\n"
+               '"""... 27 pairwise rows became 24 in 20 s (triples: 130, unchanged in 60 s)."""\n')
+    assert space_counts(old_tox) == ["130 compositions", "27 pairwise rows", "triples: 1"], space_counts(old_tox)
+    assert space_counts("# which starts with them: docs/suites.md counts them; 98 s here") == []
+
+
+CHECKLISTS = ROOT / "docs" / "extending.md"
+CHECKLIST = re.compile(r"^\| step \| file \| regenerate \| fails when forgotten \|\n\|[-|]+\|\n"
+                       r"((?:\|[^\n]*\n?)+)", re.M)
+
+
+def unanswered_steps(text: str) -> list[str]:
+    """The steps of each checklist (a table headed ``| step | file | regenerate | fails when forgotten |``) whose
+    last cell is empty: each says which test fails when it is forgotten, or that none does and why."""
+    return [row.split("|")[1].strip()[:60] for table in CHECKLIST.findall(text) for row in table.splitlines()
+            if not row.rstrip().rstrip("|").rsplit("|", 1)[-1].strip()]
+
+
+def test_every_step_of_the_checklists_says_what_fails_when_it_is_forgotten():
+    text = CHECKLISTS.read_text()
+    assert len(CHECKLIST.findall(text)) >= 6, "got fewer checklists than the six kinds of change docs/extending.md has"
+    missing = unanswered_steps(text)
+    assert not missing, ("got steps of docs/extending.md whose 'fails when forgotten' is empty; name the test that "
+                         "fails, or say that none does and why:\n" + "\n".join(missing))
+
+
+def test_the_checklist_check_reports_a_step_that_says_nothing():
+    table = ("| step | file | regenerate | fails when forgotten |\n|---|---|---|---|\n"
+             "| 1. The adapter | `suites/impls/<peer>.py` | | `load_implementation` refuses it |\n"
+             "| 2. Its registered name | `suites/impls/__init__.py` (`REGISTRY`) | | |\n")
+    assert unanswered_steps(table) == ["2. Its registered name"], unanswered_steps(table)

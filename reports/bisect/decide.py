@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .records import Decision, Outcome, pooled
+from ..store.bisection import Decision, Outcome, pooled
 
 ALPHA = 0.05
 def decide(good: Sequence[Sequence[float]], candidate: Sequence[Sequence[float]], threshold: float,

@@ -8,10 +8,10 @@ from typing import Callable, Sequence
 
 from benchmarks import BENCHMARKS
 
+from ..store.bisection import Bisection
 from ..store.model import Results
 from ..store.runs import RunError, Runs
 from .measure import Measurement, default_command
-from .records import Bisection
 from .search import TOOL_ROOT, BisectError, bisect
 
 

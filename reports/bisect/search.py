@@ -21,9 +21,9 @@ from typing import Callable, Iterator
 
 from datamodel import from_json, to_json
 
+from ..store.bisection import Bisection, Trial
 from .decide import decidable, decide
 from .measure import MeasureError, Measurement
-from .records import Bisection, Trial
 
 TOOL_ROOT = Path(__file__).resolve().parents[2]
 SAME, MOVED, SKIP, ABORT = 0, 1, 125, 128

@@ -40,7 +40,7 @@ from typing import Sequence
 
 from benchmarks import BENCHMARKS
 from benchmarks.measuring.padding import overhead_table
-from benchmarks.settings import BUDGETS, DEFAULT_IMPLS, INFORMATIVE_ROUNDS, LAUNCHES, BenchSettings
+from benchmarks.settings import BUDGETS, DEFAULT_PEERS, INFORMATIVE_ROUNDS, LAUNCHES, BenchSettings
 from benchmarks.suite import run_rank_benchmarks, run_single_process_benchmarks
 from cli import Count, KeyNumber, OutFolder, Parser, Real
 from datamodel import from_json
@@ -50,7 +50,6 @@ from ranks.launch import leave_torchrun
 from ranks.startup import DEVICE_ENV, DEVICES
 from suites.multigpu.records import Coverage, Exploration
 
-from ..bisect.records import Bisection
 from ..comparison.changes import ALPHA, DEFAULT_THRESHOLD, compare
 from ..comparison.claims import judge_claims
 from ..comparison.comparable import previous_comparable
@@ -59,6 +58,7 @@ from ..comparison.verdict import REFERENCE, covered, decide
 from ..conformance.records import MEASURED, StrengthMeasured, StrengthPhase, StrengthRecord, SuiteRun
 from ..conformance.suites import child_environment, multigpu, run_suite, run_suites
 from ..render.report import build_report, draw_plots
+from ..store.bisection import Bisection
 from ..store.metrics import collect_metrics
 from ..store.model import DIRTY, SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
 from ..store.mutation_score import read_score
@@ -173,9 +173,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if problem:
         parser_.error(problem)
     return args
-
-
-DEFAULT_PEERS = tuple(i for i in DEFAULT_IMPLS if i != REFERENCE)
 
 
 def implementations(args) -> tuple[str, ...]:

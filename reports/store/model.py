@@ -28,8 +28,8 @@ from datamodel import doc, from_json, to_json
 from hardware.node import Backend, Node
 from suites.multigpu.records import Exploration
 
-from ..bisect.records import Bisection
 from ..conformance.records import StrengthPhase, StrengthRecord, SuiteRun
+from .bisection import Bisection
 
 SCHEMA = 11
 METHOD = 4

@@ -64,8 +64,8 @@ from benchmarks.settings import BenchSettings
 from datamodel import DecodeError, from_json, mismatch, to_json
 from hardware.node import Node
 
-from ..bisect.records import Bisection
 from ..conformance.records import StrengthRecord, SuiteRun
+from .bisection import Bisection
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
 SCHEMAS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, SCHEMA)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import shlex
 
-from ..bisect.records import Bisection
 from ..bisect.search import OUTCOMES, SEVERAL_STEPS, cost, span
+from ..store.bisection import Bisection
 from .html import Markup, join, table, tag
 
 def bisection_html(b: Bisection) -> Markup:

@@ -298,6 +298,9 @@ MakeTorchOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 
 @runtime_checkable
 class Implementation(Protocol):
+    """What ``--impl`` loads: an adapter module's ``implementation`` (``implementation = MyPeer()`` at its end), or
+    the attribute ``module:attribute`` names (``suites.impls.load_implementation``)."""
+
     name: str
     version: str
     lacks: Sequence

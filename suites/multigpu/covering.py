@@ -44,8 +44,8 @@ from .space import AXES, BASE, MASKED, MASKING, RULES, Composition, extendable, 
 FILE = Path(__file__).with_name("compositions.json")
 STRENGTHS = {2: "pairwise", 3: "triples"}
 OPTIMIZE_MS = 20_000
-"""Simulated annealing after covertable's greedy pass, before the rows added for masking: 27 pairwise rows became
-24 in 20 s (triples: 130, unchanged in 60 s, so they are not annealed)."""
+"""Simulated annealing after covertable's greedy pass, before the rows added for masking: it shortened the pairwise
+set, and left the triples as they were in 60 s, so they are not annealed (docs/measurements/conformance.md, dated)."""
 TIMES = 2
 """How many compositions of the pairwise set meet each allowed pair (or each an implementation can express)."""
 CANDIDATES = 16

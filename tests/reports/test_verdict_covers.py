@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from benchmarks.settings import DEFAULT_PEERS
 from reports.comparison.verdict import covered, decide
 from reports.nightly.job import covered_by, implementations, parse_args, run_exploration, search_budgets
 from reports.render.summary import summary_markdown
@@ -15,7 +16,10 @@ from tests.reports.builders import results
 
 def test_the_defaults_cover_the_reference_and_run_every_peer(tmp_path):
     args = parse_args(["--out", str(tmp_path)])
-    assert covered_by(args) == ("reference",) and len(implementations(args)) == 6, implementations(args)
+    assert covered_by(args) == ("reference",), covered_by(args)
+    assert implementations(args) == ("reference", *DEFAULT_PEERS), implementations(args)
+    assert implementations(parse_args(["--peer", "torch", "--out", str(tmp_path)])) == ("reference", "torch"), (
+        "--peer replaces the default peers")
     mine = parse_args(["--impl", "fixtures.broken.no_scaling", "--out", str(tmp_path)])
     assert implementations(mine) == covered_by(mine) == ("fixtures.broken.no_scaling",), "no peer unless asked"
     assert covered(["x"], ["x", "reference"]) == ("x", "reference"), "the reference is covered whenever it runs"

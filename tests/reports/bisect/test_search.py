@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from reports.bisect.records import Decision
 from reports.bisect.measure import Measurement
-from selfcheck.planted import BROKEN_AT, SLOW_AT, SLOW_SUBJECT, git, planted_history, slower_function
-from reports.bisect.records import Bisection, Trial
 from reports.bisect.search import BisectError, _conclude, bisect, resolve
+from reports.store.bisection import Bisection, Decision, Trial
+from selfcheck.planted import BROKEN_AT, SLOW_AT, SLOW_SUBJECT, git, planted_history, slower_function
 from tests.pytest_run import ROOT
 
 SERIES = Path("reports/comparison/series.py")

@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 
 from datamodel import to_json
-from reports.bisect.records import Bisection
 from reports.comparison.changes import compare_metrics
 from reports.comparison.comparable import previous_comparable, why_not_comparable
 from reports.comparison.series import trend
+from reports.store.bisection import Bisection
 from reports.store.model import SCHEMA, Results, encode
 from reports.store.runs import RunError, Runs, dump_json, load_results
 from reports.store.upgrade import OLD_BISECTION, upgrade

@@ -20,7 +20,7 @@ from reports.website.build import MARKER, PAGE_LIMIT, SiteError, build_site, sit
 from reports.website.export import BENCHMARK_ACTION, NCCL_TESTS
 from reports.website.matrix import failure_anchor
 from selfcheck.site_size import generate
-from reports.bisect.records import Bisection, Decision, Trial
+from reports.store.bisection import Bisection, Decision, Trial
 from reports.store.runs import Runs, load_results
 
 from .conftest import FAILED_TEST, KEEP, REFUSED, REGRESSED

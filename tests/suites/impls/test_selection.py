@@ -11,7 +11,10 @@ from tests.pytest_run import run_pytest
 
 def test_registered_names_load():
     for name in REGISTRY:
-        assert load_implementation(name).name == name
+        got = load_implementation(name).name
+        assert got == name, (f"REGISTRY[{name!r}] loads an implementation named {got!r}: its `name` should be the "
+                             "registered name (suites/impls/__init__.py), which --impl, the expectations and the "
+                             "stored covering rows go by")
 
 
 def test_unknown_name_lists_the_valid_ones():

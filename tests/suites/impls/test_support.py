@@ -6,6 +6,7 @@ Every registered adapter must provide exactly the levels and knobs it declared b
 """
 
 import contextlib
+import dataclasses
 import sys
 
 import pytest
@@ -31,7 +32,8 @@ from suites.impls.support import Lack, check_table, levels, unmapped, why_not
 
 ALL_LEVELS = {"layout", "buffer", "shards", "validation", "ddp", "expert", "optimizer"}
 DDP_AND_OPTIMIZER = ({"ddp", "optimizer"}, set())
-BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capabilities and knobs
+BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capabilities and knobs; a new peer: as its
+    # docs say (docs/peers.md), not read off its table
     "reference": (ALL_LEVELS, set(KNOBS)),
     "torch": ({"layout", "ddp"}, set()),
     "fsdp2": DDP_AND_OPTIMIZER,
@@ -62,7 +64,10 @@ def test_every_adapter_provides_what_it_declared_before_its_table(name):
 
 
 def test_every_registered_name_is_in_the_table_above():
-    assert set(REGISTRY) <= set(BEFORE), sorted(set(REGISTRY) - set(BEFORE))
+    missing = sorted(set(REGISTRY) - set(BEFORE))
+    assert not missing, (f"registered, but not in BEFORE (tests/suites/impls/test_support.py): {missing}; add a row "
+                         "for each, name: (the levels it provides, the knobs it maps), as its docs say, e.g. "
+                         f"{missing[0]!r}: ({{'ddp', 'optimizer'}}, set()),")
 
 
 @pytest.mark.parametrize("row, message", [
@@ -224,9 +229,17 @@ def test_the_adapters_have_the_optional_members_they_had():
     assert not isinstance(reference, ResetsProcessState) and not isinstance(reference, ReportsLines)
     shared = {name: load_implementation(name).expectations for name in REGISTRY
               if isinstance(load_implementation(name), SharesExpectations)}
-    assert shared == {"fsdp2": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
-                      "deepspeed-zero1": "deepspeed-zero1", "deepspeed-zero3": "deepspeed",
-                      "deepspeed-round-robin": "deepspeed-round-robin"}, shared
+    assert shared == SHARED, (
+        f"got the expectation lists {shared}, but should be {SHARED}: a registered peer whose `expectations` names "
+        "a list (fixtures/expectations/<list>.toml) gets a row name: list in SHARED, "
+        "tests/suites/impls/test_support.py")
+
+
+SHARED = {"fsdp2": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed", "deepspeed-zero1": "deepspeed-zero1",
+          "deepspeed-zero3": "deepspeed", "deepspeed-round-robin": "deepspeed-round-robin"}
+"""The registered peers with an ``expectations`` attribute, and the list each reads: FSDP2's behaviour is its own
+whatever applies the units; ZeRO-3 shares ZeRO-2's findings."""
+
 
 
 def test_skipping_beside_clipping_by_a_norm_the_implementation_cannot_skip_by_is_unsupported():
@@ -246,3 +259,34 @@ def test_skipping_beside_clipping_by_a_norm_the_implementation_cannot_skip_by_is
                       Case("inf-clip", clip=1.0, norm_type=float("inf"))):
         assert supported.unsupported_by(SkipsByL2()) is None, supported
     assert MegatronCoreImplementation.skip_norm_types == {2.0}
+
+
+WRITTEN_AGAINST = {"policy", "bucket_size", "disable_bucketing", "overlap_grad_reduce", "overlap_param_gather",
+                   "average_in_collective", "grad_reduce_in_fp32", "calculate_per_token_loss", "check_for_nan_in_grad",
+                   "buckets_per_group", "check_across_ranks"}
+"""The ``DDPConfig`` fields, other than ``KNOBS``, that every adapter was written against: each maps it, or lacks it
+by a row of its own (wrap.py's ``NOT_TOLD`` for a factory)."""
+
+
+def untold(config_type, knobs, written_against) -> list[str]:
+    """What to do for each field of ``config_type`` that is neither a knob nor one every adapter was written
+    against: handed to every peer, which would ignore it."""
+    return [f"DDPConfig.{f.name}: make it a knob (a line in KNOBS, suites/impls/protocol.py: every adapter built on "
+            "unmapped(...) then lacks it), or, where the peers take it as a field, add it to WRITTEN_AGAINST "
+            "(tests/suites/impls/test_support.py) and a Lack row to each adapter that cannot honour it (wrap.py's "
+            "NOT_TOLD for a factory): docs/extending.md (b) step 1"
+            for f in dataclasses.fields(config_type) if f.name not in knobs and f.name not in written_against]
+
+
+def test_every_field_of_the_configuration_is_a_knob_or_one_the_adapters_were_written_against():
+    problems = untold(DDPConfig, KNOBS, WRITTEN_AGAINST)
+    assert not problems, "got fields the peers would be handed and ignore:\n" + "\n".join(problems)
+
+
+def test_the_field_check_reports_a_new_field_that_is_no_knob():
+    @dataclasses.dataclass(frozen=True)
+    class Tomorrow(DDPConfig):
+        overlap_tomorrow: bool = False
+
+    assert [p.split(":")[0] for p in untold(Tomorrow, KNOBS, WRITTEN_AGAINST)] == ["DDPConfig.overlap_tomorrow"]
+    assert untold(Tomorrow, {**KNOBS, "overlap_tomorrow": "a knob"}, WRITTEN_AGAINST) == []
