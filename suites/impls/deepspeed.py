@@ -64,7 +64,7 @@ from reference.process_groups import new_group
 
 from .agreed_read import COLLECTIVES, TORCH_POINTS, read_on_every_rank
 from .forwarding import GradsInParamsDDP
-from .support import Declared, Lack, refuse_unsupported, unmapped
+from .support import Declared, Lack, no_checkpoint, refuse_unsupported, unmapped
 from .wrap import packed_records
 
 SHM_OP = "deepspeed_shm_comm"
@@ -85,6 +85,7 @@ def _common_lacks(stage: int) -> tuple[Lack, ...]:
         Lack("buffer", no_buffer),
         Lack("shards", no_buffer),
         Lack("validation", "DeepSpeed asserts rather than raising errors that name the field"),
+        no_checkpoint(f"ZeRO-{stage}"),
         Lack("expert", "DeepSpeed's MoE groups are its own: the adapter hands it no expert-data-parallel "
                        "group"),
         *unmapped((), "the adapter maps none of upstream's newer knobs onto DeepSpeed's config"),

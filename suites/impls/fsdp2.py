@@ -44,7 +44,7 @@ from torch.distributed.tensor import DTensor
 from reference.config import DDPConfig
 
 from .forwarding import GradsInParamsDDP
-from .support import Declared, Lack, refuse_unsupported, unmapped
+from .support import Declared, Lack, no_checkpoint, refuse_unsupported, unmapped
 from .wrap import packed_records
 
 
@@ -57,6 +57,7 @@ def lacked(peer: str, padding: str, reduces: str) -> tuple[Lack, ...]:
         Lack("shards", no_buffer),
         Lack("expert", f"the adapter hands {peer} no expert-data-parallel group"),
         Lack("validation", f"{peer}'s own errors are not held to the level's named-field form"),
+        no_checkpoint(peer),
         *unmapped((), f"{peer} has none of upstream's newer knobs"),
         Lack("policy", f"{peer} {padding}; it has no bucket padding policy",
              when=lambda policy: policy != "packed"),

@@ -63,7 +63,7 @@ from .forwarding import ForwardingDDP
 from .megatron_buffers import MegatronBuffer
 from .megatron_groups import process_groups
 from .protocol import KNOBS, NamedParams, knobs_used
-from .support import Declared, Lack, refuse_unsupported, unmapped, why_not
+from .support import Declared, Lack, no_checkpoint, refuse_unsupported, unmapped, why_not
 
 POLICY_FLAGS = {  # policy -> (use_distributed_optimizer, pad_buckets_for_high_nccl_busbw)
     "packed": (False, False),
@@ -74,6 +74,7 @@ LACKS = (
     Lack("shards", "megatron-core fills its shard cache only inside start_grad_sync and start_param_sync, "
                    "which issue collectives"),
     Lack("validation", "megatron-core validates with bare assert statements"),
+    no_checkpoint("megatron-core"),
     Lack("policy", "megatron-core has no {value!r} padding policy",
          when=lambda policy: policy not in POLICY_FLAGS),
     Lack("buckets_per_group", "megatron-core forms bucket groups by its own rule, not buckets_per_group",

@@ -43,6 +43,12 @@ Levels
     complete a training step. Without this level the suite steps a plain
     torch optimizer on ``param.main_grad``, which covers only packed fp32
     configurations.
+``checkpoint``
+    the optimizer offers ``state_dict()`` and ``load_state_dict()``
+    (``Checkpoints``): what one saves after a step, a fresh instance over a
+    fresh model loads, and trains on bit for bit like the run that never
+    stopped. Without the ``optimizer`` level the suite's own stepping
+    optimizer saves the params and its state.
 
 ``config`` is a ``reference.layout.LayoutConfig`` (layout levels) or a
 ``reference.config.DDPConfig`` (ddp level): plain value objects that every
@@ -85,6 +91,8 @@ CAPABILITIES: dict[str, str] = {
     "expert": "expert-parallel params (allreduce=False) in buffers of their own, reduced and sharded "
     "over the expert-data-parallel group with upstream's scaling",
     "optimizer": "fp32 main params, distributed optimizer, clipping, finalize with num_tokens",
+    "checkpoint": "the optimizer saves its masters and state (state_dict) and a fresh instance over a fresh model "
+                  "loads them (load_state_dict) and trains on as if never stopped",
 }
 KNOBS: dict[str, str] = {
     "num_distributed_optimizer_instances": "replicas of the distributed optimizer, each sharding over dp / N ranks",

@@ -7,6 +7,7 @@ holds the full reduced gradient in ``param.main_grad``.
 
 from __future__ import annotations
 
+import copy
 from typing import Callable
 
 import torch
@@ -29,6 +30,17 @@ class MainGradOptimizer:
         self.opt.step()
         for p in self.params:
             p.grad = None
+
+    def state_dict(self) -> dict:
+        """The params it steps (their own masters) and the torch optimizer's state."""
+        return {"params": [p.detach().clone() for p in self.params],
+                "optimizer": copy.deepcopy(self.opt.state_dict())}
+
+    def load_state_dict(self, state: dict) -> None:
+        with torch.no_grad():
+            for param, saved in zip(self.params, state["params"], strict=True):
+                param.copy_(saved)
+        self.opt.load_state_dict(state["optimizer"])
 
 
 def optimizer_for(impl, ddp, model: torch.nn.Module, make_optimizer: MakeTorchOptimizer,

@@ -90,6 +90,12 @@ def unmapped(mapped: Iterable[str], why: str) -> tuple[Lack, ...]:
     return tuple(Lack(knob, why) for knob in KNOBS if knob not in mapped)
 
 
+def no_checkpoint(peer: str) -> Lack:
+    """The ``checkpoint`` level's row of an adapter whose optimizer wrapper saves nothing."""
+    return Lack("checkpoint", f"the adapter's optimizer over {peer} offers no state_dict / load_state_dict "
+                              "(protocol.Checkpoints): a checkpoint of the peer's own is not mapped")
+
+
 def levels(impl) -> frozenset[str]:
     """The capability levels ``impl`` provides: those no row of its table names."""
     return frozenset(CAPABILITIES) - {row.what for row in impl.lacks if row.kind == "level"}

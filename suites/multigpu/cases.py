@@ -128,7 +128,8 @@ class Case:
     def unsupported_by(self, impl) -> str | None:
         """Why ``impl`` cannot run this case, or None (``support.why_not``, which the plugin asks)."""
         reason = (why_not(impl, self.ddp_config(), self.runtime_knobs())
-                  or (why_not(impl, "expert") if self.moe else None))
+                  or (why_not(impl, "expert") if self.moe else None)
+                  or (why_not(impl, "checkpoint") if self.moment == "checkpoint" else None))
         if not reason and self.clip is not None and isinstance(impl, ClipsNormTypes) \
                 and self.norm_type not in impl.clip_norm_types:
             reason = (f"{impl.name} clips by the {' or '.join(_norm_name(t) for t in sorted(impl.clip_norm_types))} "

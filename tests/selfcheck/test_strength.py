@@ -9,7 +9,8 @@ Each entry runs only the tests its ``CAUGHT_BY`` names (multigpu ones at
 world size 2), under the "strength" hypothesis profile (derandomized, no
 shrinking); the report's strength table runs the whole suites. A bug that
 needs several axes to meet (``MEETS``) runs the compositions of the covering
-array that contain them (every pair, or every three values): one at least
+array that contain them (every pair, or every three values; the one
+composition they make, for four axes or more): one at least
 must catch it (another axis of a composition may mask a bug: fp32 local
 accumulation of every param leaves nothing in the buffer for a bug in the
 buffer's own no_sync path to double), and none may crash.
@@ -21,7 +22,7 @@ import pytest
 
 from fixtures.broken import catalogue
 from reports.conformance.suites import run_suite
-from selfcheck.strength import STRENGTH_ARGS, composed_catchers
+from selfcheck.strength import STRENGTH_ARGS, composed_args, composed_catchers
 
 ENTRIES = catalogue()
 
@@ -35,7 +36,7 @@ def test_catalogue_covers_at_least_15_distinct_bugs():
 def test_every_composition_that_meets_a_bugs_axes_catches_it(entry):
     strength, ids = composed_catchers(entry.meets)
     result = run_suite("suites/multigpu/test_compositions.py", entry.impl_spec,
-                       [*STRENGTH_ARGS, f"--compositions={strength}", *(f"--only={i}" for i in ids)], in_process=True)
+                       [*STRENGTH_ARGS, *composed_args(strength, ids)], in_process=True)
     checked = [f for f in result.failed_ids if f not in result.crashed_ids]
     assert ids and checked and not result.crashed_ids, (
         f"{entry.name} ({entry.bug}), axes {entry.meets}: got {len(checked)} of the {len(ids)} {strength} compositions "

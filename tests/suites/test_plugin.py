@@ -15,7 +15,7 @@ def test_the_layout_suite_against_a_factory_says_nothing_of_its_level_was_checke
     proc = run_pytest("suites/layout", "-q", "--impl", FACTORY)
     assert proc.returncode == 0, proc.stdout[-2000:]  # skips are no failures: pytest's own exit status
     assert " passed" not in proc.stdout, f"got passes: {proc.stdout[-500:]}, but should be all skipped"
-    line = f"nothing of the layout level could be checked: {FACTORY} does not provide it (levels: ddp)"
+    line = f"nothing of the layout level could be checked: {FACTORY} does not provide it (levels: checkpoint, ddp)"
     assert line in proc.stdout, proc.stdout[-1500:]
 
 

@@ -30,12 +30,12 @@ from suites.impls.protocol import (
 from suites.impls.reference import ReferenceImplementation
 from suites.impls.support import Lack, check_table, levels, unmapped, why_not
 
-ALL_LEVELS = {"layout", "buffer", "shards", "validation", "ddp", "expert", "optimizer"}
+ALL_LEVELS = {"layout", "buffer", "shards", "validation", "ddp", "expert", "optimizer", "checkpoint"}
 DDP_AND_OPTIMIZER = ({"ddp", "optimizer"}, set())
 BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capabilities and knobs; a new peer: as its
     # docs say (docs/peers.md), not read off its table
     "reference": (ALL_LEVELS, set(KNOBS)),
-    "torch": ({"layout", "ddp"}, set()),
+    "torch": ({"layout", "ddp", "checkpoint"}, set()),  # checkpoint: the suite's stepping optimizer saves it
     "fsdp2": DDP_AND_OPTIMIZER,
     "replicate": DDP_AND_OPTIMIZER,
     "deepspeed": DDP_AND_OPTIMIZER,
@@ -43,7 +43,7 @@ BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capab
     "deepspeed-zero3": DDP_AND_OPTIMIZER,
     "deepspeed-round-robin": DDP_AND_OPTIMIZER,
     "megatron": ({"layout", "buffer", "ddp", "expert", "optimizer"}, None),  # knobs: the installed version's
-    "wrap:fixtures.examples.torch_ddp_factory:factory": ({"ddp"}, set()),
+    "wrap:fixtures.examples.torch_ddp_factory:factory": ({"ddp", "checkpoint"}, set()),
 }
 
 
