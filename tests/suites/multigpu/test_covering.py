@@ -12,7 +12,7 @@ from reference.layout import LayoutConfig, ParamSpec, plan_layout
 from suites.impls import REGISTRY, load_implementation
 from suites.multigpu import covering, space
 from suites.multigpu.cases import MID, TINY
-from suites.multigpu.models import make_model
+from suites.multigpu.models import SHAPES, make_model
 
 
 def unmasked_choices(pair: dict[str, str]) -> list[dict[str, str]]:
@@ -69,11 +69,13 @@ def test_every_pair_an_implementation_can_express_meets_in_rows_stored_for_it(na
     assert not missed, f"{name}: got {len(missed)} pairs short, but should be none:\n" + "\n".join(missed[:20])
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("policy", ["high-busbw", "shard-aligned"])
 @pytest.mark.parametrize("dp", [2, 3, 4])
 @pytest.mark.parametrize("bucket", [TINY, MID, None])
-def test_the_padding_policies_leave_every_rank_but_the_first_padding_only(policy, dp, bucket):
-    specs = [ParamSpec.from_parameter(n, p) for n, p in make_model(tied=True).named_parameters()]
+def test_the_padding_policies_leave_every_rank_but_the_first_padding_only(policy, dp, bucket, shape):
+    model = make_model(tied=True, shape=SHAPES[shape])
+    specs = [ParamSpec.from_parameter(n, p) for n, p in model.named_parameters()]
     layout = plan_layout(specs, LayoutConfig(dp=dp, policy=policy, bucket_size=bucket))
     for buffer in layout.buffers:
         for rank in range(1, dp):
