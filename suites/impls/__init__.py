@@ -18,6 +18,10 @@ REGISTRY: dict[str, str] = {
     "deepspeed-zero1": "suites.impls.deepspeed:zero1",
     "deepspeed-zero3": "suites.impls.deepspeed:zero3",
     "deepspeed-round-robin": "suites.impls.deepspeed:round_robin",
+    "megatron-fsdp": "suites.impls.megatron_fsdp",
+    "megatron-fsdp-no-shard": "suites.impls.megatron_fsdp:no_shard",
+    "megatron-fsdp-optim": "suites.impls.megatron_fsdp:optim",
+    "megatron-fsdp-optim-grads": "suites.impls.megatron_fsdp:optim_grads",
 }
 
 
