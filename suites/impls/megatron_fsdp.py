@@ -254,8 +254,6 @@ class MegatronFSDPOptimizer:
 
 
 class MegatronFSDPImplementation(Declared):
-    expectations = "megatron-fsdp"  # one list for every strategy: a finding's entry names the ones it meets
-
     def __init__(self, strategy: str) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy: got {strategy!r}, but should be one of {', '.join(STRATEGIES)}")
