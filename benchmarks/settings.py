@@ -9,7 +9,7 @@ from datamodel import doc
 from .busbw import Sweep
 from .sampling import Sampling
 
-DEFAULT_IMPLS = ("reference", "torch", "megatron", "fsdp2", "replicate", "deepspeed")
+DEFAULT_IMPLS = ("reference", "torch", "megatron", "fsdp2", "replicate", "deepspeed", "megatron-fsdp")
 GLOO_LARGEST = 2**24  # bytes: 16 MiB, what two local gloo ranks sweep in seconds
 NCCL_LARGEST = 2**30  # bytes: 1 GiB, where upstream's 40M-element buckets live
 NCCL_EMULATED_WIDTH = 4096  # 64 MiB fp32 buckets

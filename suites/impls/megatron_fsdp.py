@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import logging
 
 import torch
 import torch.distributed as dist
@@ -55,7 +54,7 @@ from reference.config import DDPConfig
 
 from . import megatron_fsdp_cpu
 from .forwarding import GradsInParamsDDP
-from .support import Declared, Lack, refuse_unsupported, unmapped
+from .support import Declared, Lack, quiet as _quiet, refuse_unsupported, unmapped
 from .wrap import packed_records
 
 STRATEGIES = {
@@ -69,7 +68,7 @@ SHARDS_GRADS = ("optim_grads", "optim_grads_params")
 
 def lacked(strategy: str) -> tuple[Lack, ...]:
     """What Megatron-FSDP under ``strategy`` does not support through this adapter, each with the upstream line."""
-    layout = ("Megatron-FSDP lays its buffer out per bucket of its own BucketingPolicy (param_and_grad_buffer.py), "
+    layout = ("Megatron-FSDP lays its buffer out by its own BucketingPolicy (param_and_grad_buffer.py:233, grouped at :1726), "
               "not Megatron DDP's layout; the suites read its grads through the optimizer's DTensors")
     rows = [
         Lack("layout", layout),
@@ -334,20 +333,6 @@ class MegatronFSDPImplementation(Declared):
 
 def _rows_of(tensor: torch.Tensor) -> torch.Tensor:
     return getattr(tensor, "_local_tensor", tensor)
-
-
-@contextlib.contextmanager
-def _quiet():
-    """The package warns that it runs on another device than ``cuda:current_device`` and logs its set-up."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(logging.NOTSET)
 
 
 implementation = MegatronFSDPImplementation("optim_grads_params")

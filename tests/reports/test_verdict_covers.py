@@ -15,7 +15,7 @@ from tests.reports.builders import results
 
 def test_the_defaults_cover_the_reference_and_run_every_peer(tmp_path):
     args = parse_args(["--out", str(tmp_path)])
-    assert covered_by(args) == ("reference",) and len(implementations(args)) == 6, implementations(args)
+    assert covered_by(args) == ("reference",) and len(implementations(args)) == 7, implementations(args)
     mine = parse_args(["--impl", "fixtures.broken.no_scaling", "--out", str(tmp_path)])
     assert implementations(mine) == covered_by(mine) == ("fixtures.broken.no_scaling",), "no peer unless asked"
     assert covered(["x"], ["x", "reference"]) == ("x", "reference"), "the reference is covered whenever it runs"

@@ -152,8 +152,9 @@ def test_the_optimizer_priming_is_not_inert_in_0_6_1(ranks):
     got = ranks.run(check_priming)
     for rank in got:
         if BUGGY:
-            assert rank["sgd_masters_off_0.99"] < 1e-6, f"SGD with weight decay 0.01, lr 1: masters {rank}, but 0.6.1 " \
-                "leaves them at 0.99 x init right after wrapping"
+            assert rank["sgd_masters_off_0.99"] < 1e-6, (
+                f"SGD with weight decay 0.01, lr 1: masters {rank}, but 0.6.1 leaves them at 0.99 x init right after "
+                "wrapping")
             assert rank["adam_steps_before_training"] == {1}, rank
             assert "param" in rank["adam_vs_ddp"] and "differing" in rank["adam_vs_ddp"], rank
         else:
