@@ -68,8 +68,8 @@ SHARDS_GRADS = ("optim_grads", "optim_grads_params")
 
 def lacked(strategy: str) -> tuple[Lack, ...]:
     """What Megatron-FSDP under ``strategy`` does not support through this adapter, each with the upstream line."""
-    layout = ("Megatron-FSDP lays its buffer out by its own BucketingPolicy (param_and_grad_buffer.py:233, grouped at :1726), "
-              "not Megatron DDP's layout; the suites read its grads through the optimizer's DTensors")
+    layout = ("Megatron-FSDP lays its buffer out by its own BucketingPolicy (param_and_grad_buffer.py:233, grouped "
+              "at :1726), not Megatron DDP's layout; the suites read its grads through the optimizer's DTensors")
     rows = [
         Lack("layout", layout),
         Lack("buffer", layout),

@@ -40,6 +40,10 @@ BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capab
     "deepspeed-zero1": DDP_AND_OPTIMIZER,
     "deepspeed-zero3": DDP_AND_OPTIMIZER,
     "deepspeed-round-robin": DDP_AND_OPTIMIZER,
+    "megatron-fsdp": DDP_AND_OPTIMIZER,  # registered after the tables: what its table says
+    "megatron-fsdp-no-shard": DDP_AND_OPTIMIZER,
+    "megatron-fsdp-optim": DDP_AND_OPTIMIZER,
+    "megatron-fsdp-optim-grads": DDP_AND_OPTIMIZER,
     "megatron": ({"layout", "buffer", "ddp", "expert", "optimizer"}, None),  # knobs: the installed version's
     "wrap:fixtures.examples.torch_ddp_factory:factory": ({"ddp"}, set()),
 }
