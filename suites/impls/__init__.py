@@ -12,6 +12,7 @@ REGISTRY: dict[str, str] = {
     "reference": "suites.impls.reference",
     "megatron": "suites.impls.megatron_core",
     "torch": "suites.impls.torch_ddp",
+    "torch-static-graph": "suites.impls.torch_ddp:static_graph",
     "fsdp2": "suites.impls.fsdp2",
     "replicate": "suites.impls.replicate",
     "deepspeed": "suites.impls.deepspeed",

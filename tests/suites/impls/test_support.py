@@ -34,6 +34,7 @@ DDP_AND_OPTIMIZER = ({"ddp", "optimizer"}, set())
 BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capabilities and knobs
     "reference": (ALL_LEVELS, set(KNOBS)),
     "torch": ({"layout", "ddp"}, set()),
+    "torch-static-graph": ({"layout", "ddp"}, set()),  # registered after the tables: what its table says
     "fsdp2": DDP_AND_OPTIMIZER,
     "replicate": DDP_AND_OPTIMIZER,
     "deepspeed": DDP_AND_OPTIMIZER,
