@@ -14,6 +14,7 @@ REGISTRY: dict[str, str] = {
     "torch": "suites.impls.torch_ddp",
     "torch-static-graph": "suites.impls.torch_ddp:static_graph",
     "fsdp2": "suites.impls.fsdp2",
+    "fsdp2-no-reshard": "suites.impls.fsdp2:keep_unsharded",
     "replicate": "suites.impls.replicate",
     "deepspeed": "suites.impls.deepspeed",
     "deepspeed-zero1": "suites.impls.deepspeed:zero1",

@@ -36,6 +36,7 @@ BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capab
     "torch": ({"layout", "ddp"}, set()),
     "torch-static-graph": ({"layout", "ddp"}, set()),  # registered after the tables: what its table says
     "fsdp2": DDP_AND_OPTIMIZER,
+    "fsdp2-no-reshard": DDP_AND_OPTIMIZER,
     "replicate": DDP_AND_OPTIMIZER,
     "deepspeed": DDP_AND_OPTIMIZER,
     "deepspeed-zero1": DDP_AND_OPTIMIZER,
