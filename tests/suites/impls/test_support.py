@@ -230,7 +230,7 @@ def test_the_adapters_have_the_optional_members_they_had():
     assert not isinstance(reference, ResetsProcessState) and not isinstance(reference, ReportsLines)
     shared = {name: load_implementation(name).expectations for name in REGISTRY
               if isinstance(load_implementation(name), SharesExpectations)}
-    assert shared == {"fsdp2": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
+    assert shared == {"fsdp2": "fsdp2", "fsdp2-no-reshard": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
                       "deepspeed-zero1": "deepspeed-zero1", "deepspeed-zero3": "deepspeed",
                       "deepspeed-round-robin": "deepspeed-round-robin"}, shared
 
