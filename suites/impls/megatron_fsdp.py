@@ -281,8 +281,10 @@ class MegatronFSDPImplementation(Declared):
         tied = {type(c) for c in owners if any(getattr(p, "shared_embedding", False) for p in c.parameters())}
         return [cls for cls in dict.fromkeys(type(c) for c in owners) if cls not in tied]
 
-    def ddp_config(self, config: DDPConfig):
-        """The package's own config for ``config`` (not megatron-core's, whatever is installed)."""
+    def ddp_config(self, config: DDPConfig, gloo: bool = True):
+        """The package's own config for ``config`` (not megatron-core's, whatever is installed); over ``gloo`` the
+        grads are scaled, then summed: its fused division reduces with PREMUL_SUM (param_and_grad_buffer.py:4748),
+        which gloo refuses."""
         from megatron_fsdp import DistributedDataParallelConfig
 
         return DistributedDataParallelConfig(
@@ -291,7 +293,7 @@ class MegatronFSDPImplementation(Declared):
             overlap_param_gather=False,
             average_in_collective=config.average_in_collective,
             bucket_size=config.bucket_size,
-            gradient_reduce_div_fusion=False,  # PREMUL_SUM (param_and_grad_buffer.py:4748): gloo refuses it
+            gradient_reduce_div_fusion=not gloo,
         )
 
     def wrap(self, module, config: DDPConfig, group, agreement_group=None, expert_group=None) -> MegatronFSDPDDP:
@@ -305,10 +307,12 @@ class MegatronFSDPImplementation(Declared):
         device = next(module.parameters()).device
         if device.type == "cpu":
             megatron_fsdp_cpu.install_current_stream()
-        index = FSDPDistributedIndex(device_mesh=megatron_fsdp_cpu.cpu_mesh(group, device.type),
+        index = FSDPDistributedIndex(device_mesh=megatron_fsdp_cpu.fsdp_mesh(group, device.type),
                                      dp_shard_dim="fsdp", tp_dim="tp")
+        gloo = device.type == "cpu"  # CPU tensors reduce over gloo; on GPUs the suites reduce over NCCL
         with megatron_fsdp_cpu.building(device), _quiet():
-            raw = MegatronFSDP(module, index, self.ddp_config(config), fsdp_unit_modules=self.unit_modules(module),
+            raw = MegatronFSDP(module, index, self.ddp_config(config, gloo),
+                               fsdp_unit_modules=self.unit_modules(module),
                                disable_bucketing=config.disable_bucketing, device=device,
                                calculate_per_token_loss=config.calculate_per_token_loss,
                                sync_model_each_microbatch=True)

@@ -23,7 +23,7 @@ S4  ``torch.cuda.current_stream()`` orders the reduce-scatter and all-gather
     original can only raise) and never where CUDA is available.
 
 ``torch.cuda.stream(...)`` and ``torch.cuda.empty_cache()`` need nothing on a
-CPU torch. Besides the shims, two settings, not patches (``config_for_cpu``):
+CPU torch. Besides the shims, two settings, not patches (the adapter's ``ddp_config`` and ``fsdp_mesh``):
 ``gradient_reduce_div_fusion = False`` (param_and_grad_buffer.py:4746-4748
 reduces with ``_make_nccl_premul_sum``, which gloo refuses; with it off the
 grads are scaled, then summed) and a CPU ``DeviceMesh`` with dims
@@ -118,8 +118,9 @@ def _stays(tensor: torch.Tensor, *args, **kwargs) -> torch.Tensor:
     return tensor
 
 
-def cpu_mesh(group, device_type: str = "cpu"):
-    """A 2-D ``DeviceMesh`` ("fsdp" over ``group``, "tp" of this rank alone), as Megatron-FSDP's index asks."""
+def fsdp_mesh(group, device_type: str = "cpu"):
+    """A 2-D ``DeviceMesh`` ("fsdp" over ``group``, "tp" of this rank alone), as Megatron-FSDP's index asks: on a
+    CPU, where ``fully_shard`` would build a "cuda" one."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import DeviceMesh
 

@@ -95,8 +95,8 @@ def check_fused_division(ctx) -> str:
     impl = adapter.implementation
     own = adapter.MegatronFSDPImplementation.ddp_config
 
-    def fused(config):
-        made = own(impl, config)
+    def fused(config, gloo=True):
+        made = own(impl, config, gloo)
         made.gradient_reduce_div_fusion = True  # the package's default
         return made
 
