@@ -9,7 +9,7 @@ from datamodel import doc
 from .busbw import Sweep
 from .sampling import Sampling
 
-DEFAULT_PEERS = ("torch", "megatron", "fsdp2", "replicate", "deepspeed")
+DEFAULT_PEERS = ("torch", "megatron", "fsdp2", "replicate", "deepspeed", "megatron-fsdp")
 """The peers the nightly job runs beside the reference when neither --impl nor --peer is given (registered names,
 suites/impls/__init__.py). The docs name them where they name ``DEFAULT_PEERS``, and tests/test_docs.py compares."""
 DEFAULT_IMPLS = ("reference", *DEFAULT_PEERS)

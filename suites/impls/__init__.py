@@ -12,12 +12,18 @@ REGISTRY: dict[str, str] = {
     "reference": "suites.impls.reference",
     "megatron": "suites.impls.megatron_core",
     "torch": "suites.impls.torch_ddp",
+    "torch-static-graph": "suites.impls.torch_ddp:static_graph",
     "fsdp2": "suites.impls.fsdp2",
+    "fsdp2-no-reshard": "suites.impls.fsdp2:keep_unsharded",
     "replicate": "suites.impls.replicate",
     "deepspeed": "suites.impls.deepspeed",
     "deepspeed-zero1": "suites.impls.deepspeed:zero1",
     "deepspeed-zero3": "suites.impls.deepspeed:zero3",
     "deepspeed-round-robin": "suites.impls.deepspeed:round_robin",
+    "megatron-fsdp": "suites.impls.megatron_fsdp",
+    "megatron-fsdp-no-shard": "suites.impls.megatron_fsdp:no_shard",
+    "megatron-fsdp-optim": "suites.impls.megatron_fsdp:optim",
+    "megatron-fsdp-optim-grads": "suites.impls.megatron_fsdp:optim_grads",
 }
 
 

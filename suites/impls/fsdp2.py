@@ -35,6 +35,7 @@ FSDP2's machinery) through this same adapter.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 import torch.distributed as dist
@@ -197,3 +198,7 @@ class FSDP2Implementation(Declared):
 
 
 implementation = FSDP2Implementation()
+keep_unsharded = FSDP2Implementation("fsdp2-no-reshard", functools.partial(fully_shard, reshard_after_forward=False))
+"""FSDP2 with its own knob ``reshard_after_forward=False`` (``--impl fsdp2-no-reshard``): a unit keeps its gathered
+params from its forward to its backward instead of gathering them again, so the backward runs on the forward's
+all-gather; every value of the common axes meets it in its own rows."""

@@ -47,12 +47,9 @@ The last three are ``LACKS``; the knobs the installed version lacks join them.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
-import logging
 import math
-from typing import Iterator
 
 import torch
 
@@ -63,7 +60,7 @@ from .forwarding import ForwardingDDP
 from .megatron_buffers import MegatronBuffer
 from .megatron_groups import process_groups
 from .protocol import KNOBS, NamedParams, knobs_used
-from .support import Declared, Lack, no_checkpoint, refuse_unsupported, unmapped, why_not
+from .support import Declared, Lack, no_checkpoint, quiet as _quiet, refuse_unsupported, unmapped, why_not
 
 POLICY_FLAGS = {  # policy -> (use_distributed_optimizer, pad_buckets_for_high_nccl_busbw)
     "packed": (False, False),
@@ -313,20 +310,6 @@ def upstream_knobs() -> frozenset[str]:
     names = {f.name for config in configs for f in dataclasses.fields(config)}
     names |= set(inspect.signature(DistributedDataParallel.finish_grad_sync).parameters)
     return frozenset(k for k in KNOBS if k in names)
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """megatron warns at import that Apex/TE are missing, and logs its set-up; both are expected."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(logging.NOTSET)
 
 
 implementation = MegatronCoreImplementation()

@@ -22,9 +22,12 @@ its table implies, for the report header and the benchmarks.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
+import logging
+import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig
@@ -193,3 +196,16 @@ def _knobs(impl, used: Iterable[str]) -> str | None:
         return None
     return (f"{impl.name} {impl.version} does not map "
             + "; ".join(f"{k} ({KNOBS[k]}): {rows[k].why}" for k in missing))
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """An upstream package's expected warnings and set-up logs kept out (megatron warns at import that Apex and TE
+    are missing; Megatron-FSDP that it runs on another device than ``cuda:current_device``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(logging.NOTSET)

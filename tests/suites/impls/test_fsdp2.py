@@ -44,3 +44,22 @@ def test_each_param_is_chunked_on_dim_0_and_every_row_held_once(ranks):
         got = sum(h[name] for h in held)
         assert got == total, f"{name}: rows held over all ranks: got {got}, but should be {total}"
     assert [h["embed.weight"] for h in held] == [13, 13, 11], held  # 37 rows: 13 + 13 + 11
+
+
+def check_params_after_forward(ctx, name: str) -> bool:
+    """Whether fc1's weight is held whole (unsharded) between the forward and the backward."""
+    from suites.impls import load_implementation
+    from suites.multigpu.models import batch
+
+    model = make_model().to(ctx.device)
+    ddp = load_implementation(name).wrap(model, DDPConfig(overlap_grad_reduce=True), ctx.group)
+    ddp(batch(7, 0, 0, ctx.rank)[0].to(ctx.device))
+    weight = model.fc1.weight
+    return not hasattr(weight, "to_local") and tuple(weight.shape) == (48, 24)
+
+
+def test_reshard_after_forward_false_keeps_the_gathered_params_until_backward(ranks):
+    """``--impl fsdp2-no-reshard`` turns FSDP2's own knob: after the forward a unit's params stay whole, where
+    FSDP2's default reshards them (and gathers them again for the backward)."""
+    assert ranks.run(check_params_after_forward, "fsdp2") == [False, False]
+    assert ranks.run(check_params_after_forward, "fsdp2-no-reshard") == [True, True]

@@ -36,12 +36,18 @@ BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capab
     # docs say (docs/peers.md), not read off its table
     "reference": (ALL_LEVELS, set(KNOBS)),
     "torch": ({"layout", "ddp", "checkpoint"}, set()),  # checkpoint: the suite's stepping optimizer saves it
+    "torch-static-graph": ({"layout", "ddp", "checkpoint"}, set()),  # registered after the tables: its table's
     "fsdp2": DDP_AND_OPTIMIZER,
+    "fsdp2-no-reshard": DDP_AND_OPTIMIZER,
     "replicate": DDP_AND_OPTIMIZER,
     "deepspeed": DDP_AND_OPTIMIZER,
     "deepspeed-zero1": DDP_AND_OPTIMIZER,
     "deepspeed-zero3": DDP_AND_OPTIMIZER,
     "deepspeed-round-robin": DDP_AND_OPTIMIZER,
+    "megatron-fsdp": DDP_AND_OPTIMIZER,  # registered after the tables: what its table says
+    "megatron-fsdp-no-shard": DDP_AND_OPTIMIZER,
+    "megatron-fsdp-optim": DDP_AND_OPTIMIZER,
+    "megatron-fsdp-optim-grads": DDP_AND_OPTIMIZER,
     "megatron": ({"layout", "buffer", "ddp", "expert", "optimizer"}, None),  # knobs: the installed version's
     "wrap:fixtures.examples.torch_ddp_factory:factory": ({"ddp", "checkpoint"}, set()),
 }
@@ -235,8 +241,9 @@ def test_the_adapters_have_the_optional_members_they_had():
         "tests/suites/impls/test_support.py")
 
 
-SHARED = {"fsdp2": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed", "deepspeed-zero1": "deepspeed-zero1",
-          "deepspeed-zero3": "deepspeed", "deepspeed-round-robin": "deepspeed-round-robin"}
+SHARED = {"fsdp2": "fsdp2", "fsdp2-no-reshard": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
+          "deepspeed-zero1": "deepspeed-zero1", "deepspeed-zero3": "deepspeed",
+          "deepspeed-round-robin": "deepspeed-round-robin"}
 """The registered peers with an ``expectations`` attribute, and the list each reads: FSDP2's behaviour is its own
 whatever applies the units; ZeRO-3 shares ZeRO-2's findings."""
 
