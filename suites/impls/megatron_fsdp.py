@@ -20,8 +20,8 @@ the others. megatron-core 0.19.2 bundles the same package byte for byte.
     last backward of a step reduces and finishes the sync itself. ``no_sync``
     turns that off and opens the wrapper's own ``no_sync`` for the microbatches
     before the last (with auto-sync on, each backward would reduce the
-    accumulating buffer in place). Under ``optim_grads_params`` each direct
-    child module that owns params is a unit module (its class). Reduced grads
+    accumulating buffer in place). Under ``optim_grads_params`` each module
+    that owns params itself is a unit module (its class; never a container's). Reduced grads
     and params are read from the optimizer's DTensors, each rank's dim-0 rows
     gathered with ``all_gather_object`` over the control group (the package's
     ``uneven_dtensor_to_full_tensor`` all-gathers equal sizes only on gloo,
@@ -271,12 +271,13 @@ class MegatronFSDPImplementation(Declared):
             self.unavailable = None
 
     def unit_modules(self, module: torch.nn.Module) -> list[type] | None:
-        """Under optim_grads_params, the classes of the direct children owning params (without any the package
+        """Under optim_grads_params, the classes of the modules owning params themselves (without any the package
         divides by zero, megatron_fsdp.py:432), less the classes of a tied param's owner; None under the other
-        strategies."""
+        strategies. Not a container's (a ModuleList has no forward of its own, so a unit of one would never
+        gather or reduce: the deep shape's blocks)."""
         if self.strategy != "optim_grads_params":
             return None
-        owners = [c for c in module.children() if any(True for _ in c.parameters())]
+        owners = [c for c in module.modules() if c is not module and any(True for _ in c.parameters(recurse=False))]
         # A class whose module owns a tied (shared_embedding) param is left to the root, which uses that param
         # outside the unit's forward too (a unit frees its params' storage after its forward).
         tied = {type(c) for c in owners if any(getattr(p, "shared_embedding", False) for p in c.parameters())}

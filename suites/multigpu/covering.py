@@ -347,6 +347,10 @@ class OwnRows:
         self.key = hashlib.sha256(repr(described).encode()).hexdigest()[:16]
 
     def generate(self) -> list[dict[str, str]]:
+        """None where the implementation can run no composition at all (a level it lacks, as ``ddp``): its cases
+        skip with the reason, and no row would run."""
+        if not any(self.factors.values()):
+            return []
         if self.strength == 2:
             return augment(self.common, self.can)
         made = [row for row in generate(self.strength, factors=self.factors, exclude=self.unsupported)
@@ -404,15 +408,20 @@ def _write(data: dict) -> None:
     stored.cache_clear()
 
 
+EXAMPLES_STORED = ("wrap:fixtures.examples.main_grad_buffer:configured",)
+"""Examples the project's tests run the whole suite against, beside the registered names: their own rows are stored
+too, so each run reads them instead of generating them (a minute each)."""
+
+
 def _registered_rows(kept: set[str]) -> dict[str, list[str]]:
     """Each registered implementation's own rows (every strength) that is installed here, by what they depend on,
-    where none are ``kept`` for that already."""
+    where none are ``kept`` for that already; the ``EXAMPLES_STORED`` too."""
     from suites.impls import REGISTRY, load_implementation
 
     from .space import supported_by
 
     out = {}
-    for name in REGISTRY:
+    for name in (*REGISTRY, *EXAMPLES_STORED):
         impl = load_implementation(name)
         if impl.unavailable is not None:
             print(f"{name}: not installed here ({impl.unavailable}); its rows are generated as its session starts")

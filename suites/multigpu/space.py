@@ -384,16 +384,18 @@ def supported_by(impl) -> Callable[[Composition], bool]:
     about four times each."""
     from suites.expectations import load_expectations
     from suites.impls.protocol import SharesExpectations
+    from suites.impls.support import provides
 
     from .records import composed_test
 
     name = impl.expectations if isinstance(impl, SharesExpectations) else impl.name
     skips = [e for e in load_expectations(name, version=impl.version) if e.kind == "skip" or not e.run]
+    trains = provides(impl, "ddp")  # every composition trains a wrapped model (test_compositions needs the level)
 
     @cache
     def judged(items: frozenset[tuple[str, str]]) -> bool:
         labels = dict(items)
-        return (case_of(labels).unsupported_by(impl) is None
+        return (trains and case_of(labels).unsupported_by(impl) is None
                 and not any(e.matches(composed_test(spell(labels))) for e in skips))
 
     return lambda labels: judged(frozenset(labels.items()))

@@ -168,7 +168,7 @@ def test_without_torchs_bucket_assignment_the_torch_adapter_claims_no_layout(gro
 
     # torch DDP itself calls it while it is made: a torch without it is imitated where the adapter asks for it
     monkeypatch.setattr(private_torch, "bucket_assignment_by_size", lambda: None)
-    assert implementation.capabilities == {"ddp"}, implementation.capabilities
+    assert implementation.capabilities == {"ddp", "checkpoint"}, implementation.capabilities
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
     handle = implementation.wrap(model, DDPConfig(overlap_grad_reduce=True), group)
     assert handle.declared_layouts is None, "no bucket layout may be declared without torch's assignment"

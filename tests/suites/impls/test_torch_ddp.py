@@ -65,7 +65,7 @@ def test_registry_loads_the_torch_adapter():
     assert loaded is impl, (
         f"load_implementation('torch'): got {loaded!r}, but should be torch_ddp.implementation"
     )
-    assert (loaded.version, loaded.capabilities) == (torch.__version__, frozenset({"layout", "ddp"})), (
+    assert (loaded.version, loaded.capabilities) == (torch.__version__, frozenset({"layout", "ddp", "checkpoint"})), (
         f"(version, capabilities): got {(loaded.version, loaded.capabilities)}"
     )
 

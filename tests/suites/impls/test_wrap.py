@@ -20,9 +20,10 @@ def test_bad_spec_is_named(spec, message):
         load_implementation(spec)
 
 
-def test_a_factory_provides_the_ddp_level_only():
+def test_a_factory_provides_the_ddp_level_and_the_suites_checkpoint_only():
+    """The checkpoint level is the suite's own stepping optimizer's (a factory has no optimizer level)."""
     impl = load_implementation(EXAMPLE)
-    assert impl.capabilities == {"ddp"}, impl.capabilities
+    assert impl.capabilities == {"ddp", "checkpoint"}, impl.capabilities
     assert impl.name == EXAMPLE
 
 
@@ -34,12 +35,12 @@ DECLARED = ("suites/multigpu/test_communication.py::test_buckets_are_reduced_as_
             "suites/multigpu/test_overlap.py::test_collectives_launch_during_backward_only_with_overlap"
             "[allreduce-overlap]")
 FACTORIES = [
-    ("wrap:fixtures.examples.torch_ddp_factory:factory", 47, OBSERVED),
-    (EXAMPLE, 50, OBSERVED + DECLARED),
+    ("wrap:fixtures.examples.torch_ddp_factory:factory", 57, OBSERVED),
+    (EXAMPLE, 60, OBSERVED + DECLARED),
     ("wrap:fixtures.examples.main_grad_buffer:factory", 15,
      ("suites/multigpu/test_observed_layout.py::test_main_grad_views_are_the_declared_layout[distopt]",
       "suites/multigpu/test_communication.py::test_collective_sizes_are_what_the_policy_demands[distopt-padded]")),
-    ("wrap:fixtures.examples.main_grad_buffer:configured", 61,
+    ("wrap:fixtures.examples.main_grad_buffer:configured", 71,
      ("suites/multigpu/test_vs_torch_ddp.py::test_matches_torch_ddp[allreduce-overlap-mid]",
       "suites/multigpu/test_observed_layout.py::test_main_grad_views_are_the_declared_layout[distopt-tied-embedding]")),
 ]
