@@ -102,6 +102,16 @@ class FSDP2DDP(GradsInParamsDDP):
         """FSDP2's root waits for every reduce-scatter before backward returns."""
 
 
+def _units(module: torch.nn.Module):
+    """The children a forward calls, each a unit: a container's members, not the container (a ``ModuleList`` has no
+    forward, so hooks on it never unshard its params)."""
+    for child in module.children():
+        if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            yield from _units(child)
+        else:
+            yield child
+
+
 @contextlib.contextmanager
 def _without_gradient_sync(module: FSDPModule):
     module.set_requires_gradient_sync(False)
@@ -161,7 +171,7 @@ class FSDP2Implementation(Declared):
         refuse_unsupported(self, config)
         records = packed_records(module)
         mesh = dist.device_mesh.DeviceMesh.from_group(group, next(module.parameters()).device.type)
-        for child in module.children():
+        for child in _units(module):
             owns = list(child.parameters())
             if owns and not any(getattr(p, "shared_embedding", False) for p in owns):
                 self.apply(child, mesh=mesh)
