@@ -108,10 +108,11 @@ class WorkerPool:
         self._procs[rank].join(0.1)
         if failed is not None and self._procs[rank].exitcode is None:
             why = (f"rank {rank} was still running {name} {STRAGGLER_GRACE:g} s after rank {failed} failed (waiting, "
-                   "most likely, in a collective that rank never joined), so it is killed")
+                   f"most likely, in a collective that rank never joined), so it is killed")
         else:
             why = self._missing(rank, f"running {name}", self.settings.rank_timeout)
-        return Outcome.failed(rank, f"{why}; the pool is restarted for the next test", broke_group=True)
+        stack = self._stack(rank) if self._procs[rank].exitcode is None else ""
+        return Outcome.failed(rank, f"{why}; the pool is restarted for the next test{stack}", broke_group=True)
 
     def close(self, graceful: bool = True) -> None:
         """Stop every rank: ask them to leave (if ``graceful``), then kill whatever is left."""
@@ -184,3 +185,24 @@ class WorkerPool:
             f"rank {rank} was still {doing} after {seconds:g} s, so it is killed (timeouts: "
             f"--pg-timeout={self.settings.pg_timeout:g} s, --rank-timeout={self.settings.rank_timeout:g} s)"
         )
+
+    def _stack(self, rank: int) -> str:
+        """Where the live ``rank`` is stuck: the stack it writes on ``worker.STACK_SIGNAL``, or nothing when it
+        writes none within a second."""
+        path = worker.stack_path(os.path.join(self._dir, "store"), rank)
+        try:
+            os.kill(self._procs[rank].pid, worker.STACK_SIGNAL)
+        except ProcessLookupError:
+            return ""
+        deadline, text = time.monotonic() + 1.0, ""
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            try:
+                with open(path) as f:
+                    latest = f.read()
+            except OSError:
+                return ""
+            if latest and latest == text:  # written, and no longer growing
+                return f"\nits stack when killed:\n{text.rstrip()}"
+            text = latest
+        return f"\nits stack when killed:\n{text.rstrip()}" if text else ""

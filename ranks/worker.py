@@ -8,8 +8,9 @@ It talks to the parent over one pipe: ``ready`` once it has joined the group
 from __future__ import annotations
 
 import ctypes
-import multiprocessing.forkserver
 import dataclasses
+import faulthandler
+import multiprocessing.forkserver
 import os
 import pickle
 import signal
@@ -46,6 +47,8 @@ def main(
 ) -> None:
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
+    # Where a stuck rank waits is what explains a hang; the parent asks for it before it kills the rank.
+    faulthandler.register(STACK_SIGNAL, file=open(stack_path(store_path, rank), "w"), all_threads=False)
     os.environ["OMP_NUM_THREADS"] = str(settings.threads)
     import torch
     import torch.distributed as dist
@@ -76,6 +79,15 @@ def main(
         sys.stderr.flush()
         conn.send(outcome)
     leave()
+
+
+STACK_SIGNAL = signal.SIGUSR1
+"""The signal on which a rank writes its Python stack to ``stack_path``."""
+
+
+def stack_path(store_path: str, rank: int) -> str:
+    """Where ``rank`` writes its stack, beside the pool's store."""
+    return os.path.join(os.path.dirname(store_path), f"stack-{rank}")
 
 
 def _receive(conn: Connection) -> bytes | None:

@@ -71,6 +71,16 @@ def test_hangs_on_rank_0(ranks, pytestconfig):
     ranks.run(check_hangs_on_rank_0, 10 * pytestconfig.getoption("rank_timeout"))
 
 
+def check_hangs_on_rank_0_after_rank_1_fails(ctx: RankContext, seconds: float) -> None:
+    if ctx.rank == 0:
+        time.sleep(seconds)
+    raise ValueError("rank 1 fails on purpose while rank 0 sleeps")
+
+
+def test_hangs_on_rank_0_after_rank_1_fails(ranks, pytestconfig):
+    ranks.run(check_hangs_on_rank_0_after_rank_1_fails, 10 * pytestconfig.getoption("rank_timeout"))
+
+
 def check_rank_1_raises_before_a_collective(ctx: RankContext) -> None:
     if ctx.rank == 1:
         raise ValueError("rank 1 raises before the collective on purpose")

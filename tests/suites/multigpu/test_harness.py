@@ -255,9 +255,12 @@ def test_plain_a_rank_raising_before_a_collective_fails_on_the_pg_timeout(plain)
     assert got.seconds < RANK_TIMEOUT + 10, f"got {got.seconds:.1f} s, but should end soon after --pg-timeout"
 
 
-def test_plain_a_dead_or_stuck_rank_fails_the_test_and_is_named(plain):
+def test_plain_a_dead_or_stuck_rank_fails_the_test_and_is_named_with_where_it_waited(plain):
     expect(plain[1], "test_dies_on_rank_1", "failure", "rank 1 died (exit code 3)")
-    hung = expect(plain[1], "test_hangs_on_rank_0", "failure", "rank 0 was still running", "so it is killed")
+    hung = expect(plain[1], "test_hangs_on_rank_0", "failure", "rank 0 was still running", "so it is killed",
+                  "its stack when killed:", "in check_hangs_on_rank_0")
+    expect(plain[1], "test_hangs_on_rank_0_after_rank_1_fails", "failure", "rank 1 fails on purpose",
+           "rank 0 was still running", "its stack when killed:", "in check_hangs_on_rank_0_after_rank_1_fails")
     assert hung.seconds < RANK_TIMEOUT + 10, (
         f"got {hung.seconds:.1f} s, but should end soon after --rank-timeout"
     )
