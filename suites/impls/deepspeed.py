@@ -320,7 +320,9 @@ class DeepSpeedImplementation(Declared):
                 **self.zero_options}
         if config.disable_bucketing or config.bucket_size is not None:
             bucket = sum(p.numel() for p in module.parameters()) if config.disable_bucketing else config.bucket_size
-            zero.update(reduce_bucket_size=bucket, allgather_bucket_size=bucket)
+            # ZeRO-1/2 refuse an odd allgather_bucket_size (stage_1_and_2.py:387-391, its NCCL start alignment);
+            # the param gather's chunking is not what the suites check, so an odd model rounds it up by one.
+            zero.update(reduce_bucket_size=bucket, allgather_bucket_size=bucket + bucket % 2)
         ds = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "zero_optimization": zero,
               "zero_allow_untested_optimizer": True, "steps_per_print": 2**31 - 1}
         if any(p.dtype == torch.bfloat16 for p in module.parameters()):

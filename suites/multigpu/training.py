@@ -14,6 +14,7 @@ trains both.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from dataclasses import dataclass
 
@@ -388,8 +389,8 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
     for step in range(case.steps):
         total = global_token_count(case, step, ctx.world_size)
         ours.sync(ours.backward(step, total))
-        want = oracles[0].gradient(step, total, ours.ddp.computing if isinstance(ours.ddp, ComputesWith) else
-                                   contextlib.nullcontext)
+        computing = ours.ddp.computing if isinstance(ours.ddp, ComputesWith) else contextlib.nullcontext
+        want = oracles[0].gradient(step, total, computing)
         bounds = {name: arithmetic.grad_bound(m) for name, m in want.magnitude.items()}
         held, problems = whole_reduced_grads(ctx, ours, numels)
         zeros = ours.opt.count_zeros() if ours.full_step else None
@@ -406,7 +407,7 @@ def train_against_single_process(ctx, impl, case: Case) -> int:
         agreed(ctx, lambda: check_update(ctx, case, arithmetic, norm, held, want, bounds, step))
         kept = agreed_candidates(ctx, [
             lambda oracle=oracle, before=before: check_params(ctx, case, arithmetic, params, oracle, before, forwards,
-                                                              step)
+                                                              step, computing)
             for oracle, before in zip(oracles, befores)])
         oracles = [oracles[i] for i in kept]
         if unstopped is not None:
@@ -529,7 +530,7 @@ def _norm(tensors, p: float) -> float:
 
 
 def check_params(ctx, case: Case, arithmetic: Arithmetic, params: dict, oracle: GlobalBatch, before: dict,
-                 forwards: list[Forward], step: int) -> None:
+                 forwards: list[Forward], step: int, computing=contextlib.nullcontext) -> None:
     """Every param after the step against the oracle's update from the same start, grads and norm; with overlapped
     gathers, the forward after the step against the oracle's."""
     for name, param in params.items():
@@ -542,14 +543,29 @@ def check_params(ctx, case: Case, arithmetic: Arithmetic, params: dict, oracle: 
             bound = (high - low) / 2 + 2 * UNIT_ROUNDOFF[param.dtype] * torch.maximum(low.abs(), high.abs())
         assert_within(param, want, bound.reshape(want.shape), f"step {step} rank {ctx.rank} param {name} (vs single "
                       "process, from the same params, grads and norm)")
-    compare_forwards(ctx, forwards, oracle.model, tolerance(False, case.bf16), step, " (vs single process)")
+    compare_forwards(ctx, forwards, holding(oracle.model, params), tolerance(False, case.bf16), step,
+                     " (vs single process, with the params the ranks hold)", computing)
 
 
-def compare_forwards(ctx, forwards: list[Forward], model: torch.nn.Module, tol, step: int, against: str) -> None:
-    """Each forward run between steps against ``model``'s on the same tokens: it must have computed with the
-    updated params (waited for their gather, read them in the dtype they are held in)."""
+def holding(model: torch.nn.Module, params: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A copy of ``model`` with ``params`` (by name) in place of its own. The params were just checked against the
+    oracle's within their bounds; a forward computed from them is the one to compare with, as a bf16 param one
+    rounding apart moves a logit by more than a fixed tolerance. A forward that read stale params still differs."""
+    held = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, param in held.named_parameters():
+            if name in params:
+                param.copy_(params[name])
+    return held
+
+
+def compare_forwards(ctx, forwards: list[Forward], model: torch.nn.Module, tol, step: int, against: str,
+                     computing=contextlib.nullcontext) -> None:
+    """Each forward run between steps against ``model``'s on the same tokens, computed within ``computing()`` (as
+    the oracle's gradient): it must have computed with the updated params (waited for their gather, read them in
+    the dtype they are held in)."""
     for forward in forwards:
-        with torch.no_grad():
+        with torch.no_grad(), computing():
             want = model(forward.tokens.to(ctx.device))
         assert_close(forward.logits, want, tol, f"step {step} rank {ctx.rank} logits of {forward.what}{against}")
 
