@@ -378,7 +378,8 @@ def lists() -> dict:
 
     from benchmarks.settings import DEFAULT_PEERS
     from reports.store.model import SCHEMA
-    from suites.impls import REGISTRY
+    from suites.impls import REGISTRY, load_implementation
+    from suites.impls.support import levels
     from tests.test_architecture import FLOORS
 
     tox = configparser.RawConfigParser()
@@ -389,6 +390,8 @@ def lists() -> dict:
     schemas = {json.loads(p.read_text())["schema"] for p in (ROOT / "fixtures" / "runs").glob("*/results.json")}
     return {"floors": FLOORS, "tops": tuple(dict.fromkeys(n.split(".")[0] for f in FLOORS for n in f)),
             "peers": DEFAULT_PEERS, "registry": tuple(REGISTRY),
+            "levels": {name: levels(load_implementation(name)) for name in REGISTRY}
+            | {"wrap:pkg.module:factory": levels(load_implementation("wrap:fixtures.examples.torch_ddp_factory:factory"))},
             "tox tests": suites_run_whole(commands, [p for p in testpaths if p.startswith("suites/")]),
             "schemas": (min(schemas), max(schemas), SCHEMA)}
 
@@ -426,6 +429,8 @@ def list_problems(text: str, known: dict) -> tuple[list[str], set[str]]:
       implementations (in code spans), exactly the default peers, in their order;
     - ``tox tests``: a table headed ``| `--impl` | suites run whole |`` says, row by row, what ``tox -e tests``
       runs whole against each implementation;
+    - ``levels``: a table headed ``| `--impl` | levels |`` says, row by row, the capability levels of each
+      registered implementation it names (``all`` where it has every one);
     - ``schemas``: "older results schema ... (A to B; the model's `SCHEMA` is C)": the stored runs' schemas
       (fixtures/runs/) and the model's.
     """
@@ -456,6 +461,13 @@ def list_problems(text: str, known: dict) -> tuple[list[str], set[str]]:
             for impl in SPAN.findall(cells[0]):
                 rows.setdefault(impl, set()).update(SPAN.findall(cells[1]))
         compare("tox tests", rows, known["tox tests"], table.group(0))
+    table = re.search(r"^\| `--impl` \| levels \|[^\n]*\n\|[-|]+\|\n((?:\|[^\n]*\n?)+)", text, re.M)
+    if table:
+        for row in table.group(1).splitlines():
+            cells = row.strip("|").split("|")
+            said = frozenset(re.split(r",\s*", cells[1].split("(")[0].strip()))
+            for impl in (s for s in SPAN.findall(cells[0]) if s in known["levels"] and said != {"all"}):
+                compare("levels", {impl: set(said)}, {impl: set(known["levels"][impl])}, row)
     for match in re.finditer(r"older results schema[^(\n]*\((\d+) to (\d+); the model's `SCHEMA` is (\d+)\)", text):
         compare("schemas", tuple(int(g) for g in match.groups()), known["schemas"], match.group(0))
     return problems, stated
@@ -470,7 +482,8 @@ def test_the_lists_the_guides_state_are_the_codes():
             stated.setdefault(kind, []).append(doc.relative_to(ROOT).as_posix())
     assert not problems, "got lists the code does not have:\n" + "\n".join(problems)
     want = {"floors": ["docs/development.md"], "top floors": ["README.md"], "tox tests": ["docs/development.md"],
-            "schemas": ["docs/development.md"], "default peers": ["README.md", "docs/running-nightly.md"]}
+            "schemas": ["docs/development.md"], "default peers": ["README.md", "docs/running-nightly.md"],
+            "levels": ["docs/suites.md"]}
     assert all(set(docs) <= set(stated.get(kind, ())) for kind, docs in want.items()), (
         f"got the lists stated in {stated}, but should find at least {want}")
 

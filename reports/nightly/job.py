@@ -177,7 +177,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def implementations(args) -> tuple[str, ...]:
     """What the job runs: those asked for (--impl, else the reference) and the peers (--peer; by default, when
-    neither is given, every registered peer)."""
+    neither is given, `DEFAULT_PEERS`)."""
     peers = args.peer if args.peer is not None else () if args.impl else DEFAULT_PEERS
     return tuple(dict.fromkeys([*(args.impl or [REFERENCE]), *peers]))
 
