@@ -307,10 +307,14 @@ def runnable(supported: Supported) -> Callable[[Composition], bool]:
     from ``anchor``: one completion, not every one, so a combination it could run only beside values far from
     the anchor counts as one it cannot express."""
     like = anchor(supported)
+    known: dict[frozenset, bool] = {}  # the same pairs are asked again and again (coverage, needs, shortfalls)
 
     def can(labels: Composition) -> bool:
-        full = fill(labels, like) if like is not None else None
-        return full is not None and supported(full)
+        key = frozenset(labels.items())
+        if key not in known:
+            full = fill(labels, like) if like is not None else None
+            known[key] = full is not None and supported(full)
+        return known[key]
 
     return can
 
