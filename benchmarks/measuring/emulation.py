@@ -19,6 +19,7 @@ import torch
 
 from compat.private_torch import cuda_spin
 from hardware.noise import SleepOvershoot
+from reference.config import DDPConfig
 
 _CYCLES_PER_SECOND: dict[int, float] = {}
 CALIBRATION_CYCLES = 50_000_000
@@ -105,3 +106,8 @@ def layer_stack(model, wait_s: float = 0.0, seed: int = 0) -> torch.nn.Sequentia
     """``model.depth`` layers of ``model.width`` (a ``benchmarks.settings.Model``), the same on every rank."""
     torch.manual_seed(seed)
     return torch.nn.Sequential(*[Layer(model.width, wait_s) for _ in range(model.depth)])
+
+
+def step_config(model) -> DDPConfig:
+    """What the step benchmarks wrap their layer stack with: overlapped reduction, a bucket a layer."""
+    return DDPConfig(overlap_grad_reduce=True, bucket_size=model.bucket_elements)

@@ -9,15 +9,15 @@ import torch.distributed as dist
 
 from hardware.noise import SleepOvershoot
 from ranks.recording import recording
-from reference.config import DDPConfig
 
+from . import implementations_for
 from ..measurable import NOT_MEASURABLE, Refusal, below_zero, costs_more, lone_rank, noise_bound, outside, shown
 from ..overlap import MODES, VARIANTS, OverlapRecord, ideal_efficiency
 from ..sampling import GATE_RULES, Sampled, sample
 from ..settings import Model
 from ..stats import Figure
 from ..timeline import Timeline
-from .emulation import layer_stack, sleep_overshoot, watch_sleeps
+from .emulation import layer_stack, sleep_overshoot, step_config, watch_sleeps
 from .timeline import host_step, profiled_step
 from .timing import timed
 
@@ -46,8 +46,7 @@ class Steps:
         hands it a recorder of that group)."""
         self.ctx, self.model = ctx, model
         self.net = layer_stack(model, wait_s).to(ctx.device)
-        config = DDPConfig(overlap_grad_reduce=True, bucket_size=model.bucket_elements)
-        self.ddp = impl.wrap(self.net, config, group or ctx.group, ctx.control_group)
+        self.ddp = impl.wrap(self.net, step_config(model), group or ctx.group, ctx.control_group)
         self.impl = impl
         gen = torch.Generator().manual_seed(ctx.rank)
         self.x = torch.randn(model.batch, model.width, generator=gen).to(ctx.device)
@@ -95,10 +94,7 @@ class Steps:
 
 
 def measure(ctx, settings) -> list[OverlapRecord]:
-    from suites.impls import load_implementation
-
-    impls = [load_implementation(spec) for spec in settings.impls]
-    impls = [i for i in impls if i.unavailable is None and "ddp" in i.capabilities]
+    impls = implementations_for(settings.impls, step_config(settings.real))
     records = []
     for mode in MODES:
         model = settings.emulated if mode == "emulated" else settings.real

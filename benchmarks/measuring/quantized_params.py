@@ -13,6 +13,7 @@ from ..measurable import ratio
 from ..quantized_params import BufferBytes, QuantizedParamsRecord
 from ..sampling import GATE_RULES, rotating_round, sample
 from ..stats import Figure
+from . import implementations_for
 from .emulation import layer_stack
 from .timing import milliseconds
 
@@ -60,16 +61,11 @@ def _step(ctx, impl, model, x, cfg):
 
 
 def measure(ctx, settings) -> list[QuantizedParamsRecord]:
-    from suites.impls import load_implementation
-    from suites.impls.support import why_not
-
     model = settings.real
     x = torch.randn(model.batch, model.width, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
     x = x.to(torch.bfloat16)
     records = []
-    for impl in (load_implementation(spec) for spec in settings.impls):
-        if impl.unavailable is not None or why_not(impl, config(True, True, model.bucket_elements)):
-            continue
+    for impl in implementations_for(settings.impls, config(True, True, model.bucket_elements)):
         steps, sizes = {}, {}
         for grads, fp32 in GRADS.items():
             for reuse in (False, True):

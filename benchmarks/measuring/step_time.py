@@ -8,13 +8,13 @@ from typing import Sequence
 
 import torch
 
-from reference.config import DDPConfig
 
 from ..measurable import ratio
 from ..sampling import GATE_RULES, carried, launch_target, rotating_round, sample
 from ..stats import Figure
 from ..step_time import BASELINE, StepModel, StepTimeRecord
-from .emulation import layer_stack
+from . import implementations_for
+from .emulation import layer_stack, step_config
 from .timing import milliseconds
 
 LR = 1e-3
@@ -24,8 +24,7 @@ def _impl_step(ctx, impl, model, x):
     from suites.impls.stepping import optimizer_for
 
     net = layer_stack(model).to(ctx.device)
-    ddp = impl.wrap(net, DDPConfig(overlap_grad_reduce=True, bucket_size=model.bucket_elements), ctx.group,
-                    ctx.control_group)
+    ddp = impl.wrap(net, step_config(model), ctx.group, ctx.control_group)
     opt = optimizer_for(impl, ddp, net, lambda ps: torch.optim.SGD(ps, lr=LR))
 
     def step():
@@ -54,13 +53,9 @@ def _baseline_step(ctx, model, x):
 
 def measure(ctx, settings, earlier: Sequence[StepTimeRecord] = ()) -> list[StepTimeRecord]:
     """The records over this launch's rounds and those of the launches before it (``earlier``: their records)."""
-    from suites.impls import load_implementation
-
     model = settings.real
     x = torch.randn(model.batch, model.width, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
-    impls = [load_implementation(spec) for spec in settings.impls]
-    steps = {i.name: _impl_step(ctx, i, model, x)
-             for i in impls if i.unavailable is None and "ddp" in i.capabilities}
+    steps = {i.name: _impl_step(ctx, i, model, x) for i in implementations_for(settings.impls, step_config(model))}
     steps[BASELINE] = _baseline_step(ctx, model, x)
     times = {name: [] for name in steps}
     order = list(steps)
