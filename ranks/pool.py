@@ -108,7 +108,7 @@ class WorkerPool:
         self._procs[rank].join(0.1)
         if failed is not None and self._procs[rank].exitcode is None:
             why = (f"rank {rank} was still running {name} {STRAGGLER_GRACE:g} s after rank {failed} failed (waiting, "
-                   f"most likely, in a collective that rank never joined), so it is killed")
+                   "most likely, in a collective that rank never joined), so it is killed")
         else:
             why = self._missing(rank, f"running {name}", self.settings.rank_timeout)
         stack = self._stack(rank) if self._procs[rank].exitcode is None else ""
@@ -194,15 +194,13 @@ class WorkerPool:
             os.kill(self._procs[rank].pid, worker.STACK_SIGNAL)
         except ProcessLookupError:
             return ""
-        deadline, text = time.monotonic() + 1.0, ""
-        while time.monotonic() < deadline:
+        deadline, text, latest = time.monotonic() + 1.0, "", ""
+        while time.monotonic() < deadline and not (latest and latest == text):  # until written, no longer growing
+            text = latest
             time.sleep(0.05)
             try:
                 with open(path) as f:
                     latest = f.read()
             except OSError:
                 return ""
-            if latest and latest == text:  # written, and no longer growing
-                return f"\nits stack when killed:\n{text.rstrip()}"
-            text = latest
-        return f"\nits stack when killed:\n{text.rstrip()}" if text else ""
+        return f"\nits stack when killed:\n{latest.rstrip()}" if latest else ""
