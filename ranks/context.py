@@ -17,6 +17,20 @@ if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
 
 
+@dataclass(frozen=True)
+class Transport:
+    """How the ranks talk: their process group's backend and where its tensors live (``joining.tensors_on``)."""
+
+    backend: str
+    tensors: str
+
+    def __str__(self) -> str:
+        return f"{self.backend}+{self.tensors}"
+
+
+TRANSPORTS = ("gloo+cpu", "gloo+cuda", "nccl+cuda")
+
+
 @dataclass(frozen=True, repr=False)
 class RankContext:
     """This rank's place in the job; ``group`` is for the collectives under test."""
@@ -37,6 +51,10 @@ class RankContext:
     """The ``--impl`` string: ``suites.impls.load_implementation(ctx.impl_spec)``."""
     timeout: timedelta
     """How long a collective on ``group`` waits for the other ranks before it fails."""
+
+    @property
+    def transport(self) -> Transport:
+        return Transport(self.backend, self.device.type)
 
     def sync(self) -> None:
         """Wait for queued device work, so that a timer measures the work, not its launch."""

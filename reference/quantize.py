@@ -119,7 +119,7 @@ class MxBlocks:
 
     def dequantize(self) -> torch.Tensor:
         codes = self.scales.to(torch.int32)
-        scale = torch.where(codes == E8M0_NAN, torch.full(codes.shape, math.nan),
+        scale = torch.where(codes == E8M0_NAN, torch.full_like(codes, math.nan, dtype=torch.float32),
                             torch.pow(2.0, (codes - E8M0_BIAS).float()))
         length = self.data.shape[-1]
         return from_e4m3_bytes(self.data) * scale.repeat_interleave(BLOCK, dim=-1)[:, :length]

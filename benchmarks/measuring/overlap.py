@@ -94,7 +94,7 @@ class Steps:
 
 
 def measure(ctx, settings) -> list[OverlapRecord]:
-    impls = implementations_for(settings.impls, step_config(settings.real))
+    impls = implementations_for(settings.impls, step_config(settings.real), ctx)
     records = []
     for mode in MODES:
         model = settings.emulated if mode == "emulated" else settings.real

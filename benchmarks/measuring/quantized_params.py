@@ -65,7 +65,7 @@ def measure(ctx, settings) -> list[QuantizedParamsRecord]:
     x = torch.randn(model.batch, model.width, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
     x = x.to(torch.bfloat16)
     records = []
-    for impl in implementations_for(settings.impls, config(True, True, model.bucket_elements)):
+    for impl in implementations_for(settings.impls, config(True, True, model.bucket_elements), ctx):
         steps, sizes = {}, {}
         for grads, fp32 in GRADS.items():
             for reuse in (False, True):

@@ -55,7 +55,7 @@ def measure(ctx, settings, earlier: Sequence[StepTimeRecord] = ()) -> list[StepT
     """The records over this launch's rounds and those of the launches before it (``earlier``: their records)."""
     model = settings.real
     x = torch.randn(model.batch, model.width, generator=torch.Generator().manual_seed(ctx.rank)).to(ctx.device)
-    steps = {i.name: _impl_step(ctx, i, model, x) for i in implementations_for(settings.impls, step_config(model))}
+    steps = {i.name: _impl_step(ctx, i, model, x) for i in implementations_for(settings.impls, step_config(model), ctx)}
     steps[BASELINE] = _baseline_step(ctx, model, x)
     times = {name: [] for name in steps}
     order = list(steps)

@@ -76,6 +76,10 @@ LACKS = (
          when=lambda policy: policy not in POLICY_FLAGS),
     Lack("buckets_per_group", "megatron-core forms bucket groups by its own rule, not buckets_per_group",
          when=lambda n: n != 1),
+    Lack("transport=gloo+cuda", "a bucket group's grad sync coalesces its collectives (_coalescing_manager, "
+                                "param_and_grad_buffer.py:433 in 0.16.1, :702 in 0.19.2), and gloo's coalesced "
+                                "all-reduce refuses CUDA tensors (ProcessGroupGloo::allreduce_coalesced: "
+                                "unsupported device type cuda)"),
 )
 
 

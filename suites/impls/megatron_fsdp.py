@@ -311,7 +311,7 @@ class MegatronFSDPImplementation(Declared):
             megatron_fsdp_cpu.install_current_stream()
         index = FSDPDistributedIndex(device_mesh=megatron_fsdp_cpu.fsdp_mesh(group, device.type),
                                      dp_shard_dim="fsdp", tp_dim="tp")
-        gloo = device.type == "cpu"  # CPU tensors reduce over gloo; on GPUs the suites reduce over NCCL
+        gloo = dist.get_backend(group) == "gloo"  # also where ranks share a GPU over gloo
         with megatron_fsdp_cpu.building(device), _quiet():
             raw = MegatronFSDP(module, index, self.ddp_config(config, gloo),
                                fsdp_unit_modules=self.unit_modules(module),

@@ -11,7 +11,9 @@ told apart by what it names:
   cannot express: ``what`` names the field, or ``field=value`` for the one
   value it cannot take; ``when`` decides from the field's value otherwise.
   A row whose ``why`` is a function asks it (a factory's own ``unsupported``):
-  it answers the reason, or None.
+  it answers the reason, or None;
+- a transport (``transport=gloo+cuda``, one of ``TRANSPORTS``) its collectives
+  cannot run over: the ranks' backend and where their tensors live.
 
 ``why_not(impl, need)`` is the one question every skip and every refusal
 asks: the suites' plugin at collection, a multigpu case, an adapter's
@@ -29,6 +31,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
+from ranks.context import TRANSPORTS, Transport
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig
 
@@ -53,7 +56,11 @@ class Lack:
         if callable(self.why):
             return
         field, has_value, value = self.what.partition("=")
-        if self.what in CAPABILITIES or self.what in KNOBS:
+        if field == "transport":
+            if value not in TRANSPORTS or self.when is not None:
+                raise ValueError(f"{self.what}: got a transport row, but should name one of {', '.join(TRANSPORTS)} "
+                                 "after 'transport=', with no `when`")
+        elif self.what in CAPABILITIES or self.what in KNOBS:
             if self.when is not None:
                 raise ValueError(f"{self.what}: got a `when` for a level or knob, but should have none: "
                                  "a level is lacked whatever the configuration, a knob whenever it is turned")
@@ -70,11 +77,13 @@ class Lack:
     def kind(self) -> str:
         if callable(self.why):
             return "asked"
+        if self.what.startswith("transport="):
+            return "transport"
         return "level" if self.what in CAPABILITIES else "knob" if self.what in KNOBS else "field"
 
     def reason(self, config: Config) -> str | None:
         """Why ``config`` cannot be expressed, by this field or asked row; None where it does not apply."""
-        if self.kind in ("level", "knob"):
+        if self.kind in ("level", "knob", "transport"):
             raise TypeError(f"{self.what}: a {self.kind} row is read by why_not, not asked of a "
                             "configuration")
         if self.kind == "asked":
@@ -155,11 +164,14 @@ def why_not(impl, need, knobs: Iterable[str] = ()) -> str | None:
 
     ``need``: a level or a knob (by name), a configuration (``LayoutConfig``,
     ``DDPConfig``; ``knobs``: the upstream knobs the check turns beyond the
-    configuration's own fields), or a need that asks itself (``AsksItself``);
-    anything else needs nothing of the implementation.
+    configuration's own fields), a ``Transport``, or a need that asks itself
+    (``AsksItself``); anything else needs nothing of the implementation.
     """
     if impl.unavailable:
         return f"{impl.name}: {impl.unavailable}"
+    if isinstance(need, Transport):
+        row = next((r for r in impl.lacks if r.what == f"transport={need}"), None)
+        return f"{impl.name} cannot run over {need}: {row.why}" if row else None
     if isinstance(need, AsksItself):
         return need.unsupported_by(impl)
     if isinstance(need, str) and need in CAPABILITIES:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from datamodel import to_json
+from suites.impls.support import why_not
 from suites.multigpu.harness import plugin as harness_plugin
 
 from . import covering, space
@@ -110,6 +111,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 and (not function or getattr(item, "originalname", item.name) == function)]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
+    _skip_where_the_transport_is_refused(config, items)
     if config._ddpc_impl.name in IMMUNE:
         return
     version = None
@@ -125,6 +127,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = avg_over_one_rank(case, world_size, backend, version)
         if reason:
             item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+
+
+def _skip_where_the_transport_is_refused(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A check on ranks is skipped, with the implementation's reason, where it cannot run over the ranks' backend
+    with their tensors where they are (megatron-core over gloo with CUDA tensors)."""
+    for item in items:
+        if not {"ranks", "ranks_at"} & set(getattr(item, "fixturenames", ())):
+            continue
+        reason = why_not(config._ddpc_impl, harness_plugin.transport_of(config, harness_plugin.world_size_of(item)))
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.hookimpl(hookwrapper=True)

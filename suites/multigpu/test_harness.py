@@ -29,7 +29,9 @@ def test_run_returns_each_ranks_value_in_rank_order(ranks):
 
 def check_ring_exchange(ctx: RankContext) -> None:
     requires_peers(ctx)
-    send = torch.tensor([float(ctx.rank)], device=ctx.device)
+    # gloo's send and recv read host memory only: a CUDA tensor's address reaches writev ("Bad address").
+    device = torch.device("cpu") if ctx.backend == "gloo" else ctx.device
+    send = torch.tensor([float(ctx.rank)], device=device)
     recv = torch.empty_like(send)
     right, left = (ctx.rank + 1) % ctx.world_size, (ctx.rank - 1) % ctx.world_size
     ops = [dist.P2POp(dist.isend, send, right, ctx.group), dist.P2POp(dist.irecv, recv, left, ctx.group)]

@@ -101,3 +101,12 @@ def test_equal_bytes_tells_storages_apart_by_any_byte():
     assert not equal_bytes(a, b)
     with pytest.raises(ValueError, match="recipe: got 'fp4', but should be one of fp8, mxfp8"):
         quantize("fp4", torch.zeros(1))
+
+
+@pytest.mark.parametrize("recipe", ["fp8", "mxfp8"])
+def test_quantizing_makes_no_tensor_on_another_device(recipe):
+    """Params live on the GPU there; a tensor made on the CPU mid-way fails there alone. The meta device refuses a
+    CPU operand the way CUDA does, so a CPU machine sees it."""
+    values = torch.empty(4, 40, device="meta")
+    got = quantize(recipe, values, amax=1.0).dequantize().device
+    assert got.type == "meta", f"got the dequantized values on {got}, but should be on meta, as the params"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from ranks.context import Transport
 from ranks.joining import tensors_of, tensors_on
 from ranks.startup import Settings
 
@@ -94,6 +95,12 @@ def world_size_of(item: pytest.Item) -> int:
 def backend_of(config: pytest.Config, world_size: int) -> str:
     """The backend the harness gives ``world_size`` ranks."""
     return config.stash[_LAUNCHER].backend(world_size)
+
+
+def transport_of(config: pytest.Config, world_size: int) -> Transport:
+    """The backend the harness gives ``world_size`` ranks, and where their tensors live."""
+    backend = backend_of(config, world_size)
+    return Transport(backend, tensors_on(backend, config.stash[_SETTINGS].device))
 
 
 @pytest.fixture

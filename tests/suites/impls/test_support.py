@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 
+from ranks.context import Transport
 from reference.config import DDPConfig
 from reference.layout import LayoutConfig
 from suites.impls import REGISTRY, load_implementation
@@ -81,6 +82,7 @@ def test_every_registered_name_is_in_the_table_above():
     (lambda: Lack("buffer", "x", when=bool), "got a `when` for a level or knob"),
     (lambda: Lack("force_all_reduce", "x", when=bool), "got a `when` for a level or knob"),
     (lambda: Lack("overlap_grad_reduce=False", "x", when=bool), "got both a value and a `when`"),
+    (lambda: Lack("transport=nccl+cpu", "x"), "should name one of gloo\\+cpu, gloo\\+cuda, nccl\\+cuda"),
 ])
 def test_a_row_that_says_nothing_clear_is_refused(row, message):
     with pytest.raises(ValueError, match=message):
@@ -95,6 +97,7 @@ class Fake(ReferenceImplementation):
         Lack("overlap_grad_reduce=False", "the fake always overlaps"),
         Lack("policy", "the fake has no {value!r} policy", when=lambda policy: policy == "high-busbw"),
         Lack("factory.unsupported", lambda config: "no tiny buckets" if config.bucket_size == 1 else None),
+        Lack("transport=gloo+cuda", "the fake coalesces on gloo"),
     )
 
 
@@ -113,6 +116,8 @@ class Fake(ReferenceImplementation):
     (LayoutConfig(), None),  # overlap is no field of a LayoutConfig
     (LayoutConfig(policy="high-busbw"), "policy: the fake has no 'high-busbw' policy"),
     (LayoutConfig(bucket_size=1), "no tiny buckets"),
+    (Transport("gloo", "cuda"), "fake cannot run over gloo+cuda: the fake coalesces on gloo"),
+    (Transport("gloo", "cpu"), None),
     (7, None),  # not a need of the implementation at all
 ])
 def test_why_not_reads_each_kind_of_row(need, reason):
