@@ -6,6 +6,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from datamodel import to_json
 from reports.failure_causes import Cause, cause_of, causes_in_junit
 from reports.gpu_check import CheckStep, findings, plan, shared_world_sizes, summary_markdown, world_sizes
@@ -49,6 +51,27 @@ def test_without_a_gpu_the_whole_check_says_so(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "reports.gpu_check", "--out", str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "No CUDA device here" in proc.stderr, proc.stderr
+
+
+def test_step_names_are_those_of_the_nodes_own_plan(tmp_path, monkeypatch, capsys):
+    """A one-GPU node's steps are named for its own GPU count (multigpu-ws2-gloo-cuda), not an eight-GPU node's."""
+    import torch
+
+    from reports import gpu_check
+
+    ran = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(gpu_check, "run_step", lambda step, out: ran.append(step.name) or step)
+    monkeypatch.setattr(gpu_check, "summary_markdown", lambda steps, seconds: "")
+    gpu_check.main(["--out", str(tmp_path), "--steps", "multigpu-ws2-gloo-cuda,report-ws1"])
+    assert ran == ["multigpu-ws2-gloo-cuda", "report-ws1"], f"got {ran}, but should run the two steps asked for"
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(["--out", str(tmp_path / "again"), "--steps", "multigpu-ws9-gloo-cuda"])
+    assert exit_.value.code == 2
+    message = capsys.readouterr().err
+    assert "got multigpu-ws9-gloo-cuda, but a node with 1 GPU(s) has the steps environment, " in message, message
+    assert ran == ["multigpu-ws2-gloo-cuda", "report-ws1"] and not (tmp_path / "again").exists(), "refused first"
 
 
 def test_a_failed_or_stopped_step_is_named_in_the_summary():
