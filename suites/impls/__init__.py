@@ -13,6 +13,7 @@ REGISTRY: dict[str, str] = {
     "megatron": "suites.impls.megatron_core",
     "torch": "suites.impls.torch_ddp",
     "torch-static-graph": "suites.impls.torch_ddp:static_graph",
+    "torch-bucket-view": "suites.impls.torch_ddp:bucket_view",
     "fsdp2": "suites.impls.fsdp2",
     "fsdp2-no-reshard": "suites.impls.fsdp2:keep_unsharded",
     "replicate": "suites.impls.replicate",

@@ -125,6 +125,10 @@ class GradsInParamsDDP(ForwardingDDP):
                 f"finish_grad_sync: params {missing} got no reduced gradient, but every trainable "
                 f"param should get one in param.{self.source}"
             )
+        if self.source == "grad":  # a wrapper may have swapped param.grad for a view into its bucket
+            for param in self.named.values():
+                if param.requires_grad:
+                    _alias_main_grad(param)
         for buf in self.buffers:
             buf.forget()
 

@@ -187,11 +187,14 @@ class TorchDDPImplementation(Declared):
     version = torch.__version__
     unavailable = None
 
-    def __init__(self, name: str = "torch", **options) -> None:
+    def __init__(self, name: str = "torch", expectations: str | None = None, **options) -> None:
+        """``expectations``: the list of another name whose findings this variant shares (``SharesExpectations``)."""
         unknown = set(options) - set(OWN_KNOBS)
         if unknown:
             raise ValueError(f"options: got {sorted(unknown)}, but should be drawn from {', '.join(OWN_KNOBS)}")
         self.name, self.options = name, options
+        if expectations is not None:
+            self.expectations = expectations
 
     @property
     def lacks(self) -> tuple[Lack, ...]:
@@ -248,9 +251,12 @@ def _element_size(module: torch.nn.Module) -> int:
 OWN_KNOBS = {
     "static_graph": "the graph is the same every iteration: the reducer records which grads arrive once and "
                     "skips the search for unused params from the second iteration on",
+    "gradient_as_bucket_view": "each param's .grad is a view into its bucket, not a copy: the memory upstream's "
+                               "contiguous grad buffer saves, and what a bucket's reduction writes through",
 }
 """torch DDP's own knobs that a registered variant turns (docs/peers.md); each value meets the common axes in the
 variant's own rows."""
 
 implementation = TorchDDPImplementation()
 static_graph = TorchDDPImplementation("torch-static-graph", static_graph=True)
+bucket_view = TorchDDPImplementation("torch-bucket-view", expectations="torch", gradient_as_bucket_view=True)
