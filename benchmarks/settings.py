@@ -19,8 +19,9 @@ NCCL_EMULATED_WIDTH = 4096  # 64 MiB fp32 buckets
 INFORMATIVE_ROUNDS = 15
 BUDGETS = {"busbw": 45.0, "harness_overhead": 20.0, "overlap": 120.0, "step_time": 90.0, "bucket_size": 30.0,
            "quantized_params": 15.0}
-"""Seconds of calibrated rounds of each benchmark with gated figures (its warm-up and informative parts
-aside); docs/measurements/benchmarks.md says what the whole job's benchmarks take with them."""
+"""Seconds of calibrated rounds of each benchmark that samples to a target (its gated figures, or, as
+``bucket_size``, a curve of its own; its warm-up and informative parts aside); docs/measurements/benchmarks.md
+says what the whole job's benchmarks take with them."""
 LAUNCHES = 1
 """Launches the step-time benchmark's rounds are shared among: 3 caught a 5% slowdown no more often than 1 on this
 project's machine, at twice the time (docs/measurements/gate.md); more may pay on a node where a process's
@@ -63,7 +64,7 @@ class BenchSettings:
                              f"informative ones get {INFORMATIVE_ROUNDS}", None)
     warmup: int | None = doc("a fixed warm-up (smoke mode: none); null: calibrated, rounds dropped until the "
                              "round's time settles", None)
-    budgets: dict[str, float] = doc("seconds of calibrated rounds of each benchmark with gated figures",
+    budgets: dict[str, float] = doc("seconds of calibrated rounds of each benchmark that samples to a target",
                                     default_factory=lambda: dict(BUDGETS))
     impls: tuple[str, ...] = doc("implementations (ddp level) whose overlap and step time are measured, side by "
                                  "side", DEFAULT_IMPLS)

@@ -430,7 +430,7 @@ def list_problems(text: str, known: dict) -> tuple[list[str], set[str]]:
     - ``tox tests``: a table headed ``| `--impl` | suites run whole |`` says, row by row, what ``tox -e tests``
       runs whole against each implementation;
     - ``levels``: a table headed ``| `--impl` | levels |`` says, row by row, the capability levels of each
-      registered implementation it names (``all`` where it has every one);
+      registered implementation it names (``all`` where it has every one), and names every registered one;
     - ``schemas``: "older results schema ... (A to B; the model's `SCHEMA` is C)": the stored runs' schemas
       (fixtures/runs/) and the model's.
     """
@@ -468,6 +468,10 @@ def list_problems(text: str, known: dict) -> tuple[list[str], set[str]]:
             said = frozenset(re.split(r",\s*", cells[1].split("(")[0].strip()))
             for impl in (s for s in SPAN.findall(cells[0]) if s in known["levels"] and said != {"all"}):
                 compare("levels", {impl: set(said)}, {impl: set(known["levels"][impl])}, row)
+        named = {span for row in table.group(1).splitlines() for span in SPAN.findall(row)}
+        unnamed = sorted(n for n in known["levels"] if not n.startswith("wrap:") and n not in named)
+        if unnamed:
+            problems.append(f"levels: the `--impl` table names no row for the registered {unnamed}")
     for match in re.finditer(r"older results schema[^(\n]*\((\d+) to (\d+); the model's `SCHEMA` is (\d+)\)", text):
         compare("schemas", tuple(int(g) for g in match.groups()), known["schemas"], match.group(0))
     return problems, stated
