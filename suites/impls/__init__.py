@@ -21,6 +21,7 @@ REGISTRY: dict[str, str] = {
     "deepspeed-zero1": "suites.impls.deepspeed:zero1",
     "deepspeed-zero3": "suites.impls.deepspeed:zero3",
     "deepspeed-round-robin": "suites.impls.deepspeed:round_robin",
+    "deepspeed-offload": "suites.impls.deepspeed:offload",
     "megatron-fsdp": "suites.impls.megatron_fsdp",
     "megatron-fsdp-no-shard": "suites.impls.megatron_fsdp:no_shard",
     "megatron-fsdp-optim": "suites.impls.megatron_fsdp:optim",

@@ -2,7 +2,8 @@
 
 ``--impl deepspeed`` is ZeRO-2, ``deepspeed-zero1`` ZeRO-1, ``deepspeed-zero3``
 ZeRO-3 with every param partitioned (``STAGE_OPTIONS``), and
-``deepspeed-round-robin`` ZeRO-2 with ``round_robin_gradients``, kept for a
+``deepspeed-round-robin`` ZeRO-2 with ``round_robin_gradients`` and
+``deepspeed-offload`` ZeRO-2 with its optimizer on the CPU, each kept for a
 known upstream bug (docs/peers.md). Each is a ``DeepSpeedImplementation`` at
 the ``ddp`` and ``optimizer`` levels; no file of DeepSpeed is changed, and
 DeepSpeed 0.19.8 runs on CPU and gloo as shipped.
@@ -263,11 +264,13 @@ def collective_points() -> list:
 
 class DeepSpeedImplementation(Declared):
     def __init__(self, stage: int, zero_options: dict | None = None, name: str | None = None,
-                 expectations: str | None = None) -> None:
+                 expectations: str | None = None, engine_options: dict | None = None) -> None:
+        """``zero_options`` join the config's ``zero_optimization``, ``engine_options`` its top level."""
         if stage not in STAGE_LACKS:
             raise ValueError(f"stage: got {stage!r}, but should be one of {sorted(STAGE_LACKS)}")
         self.stage = stage
         self.zero_options = dict(zero_options or {})
+        self.engine_options = dict(engine_options or {})
         self.name = name or STAGES[stage]
         self.expectations = expectations or self.name  # fixtures/expectations/<this>.toml
         self.lacks = STAGE_LACKS[stage] + _common_lacks(stage)
@@ -331,7 +334,7 @@ class DeepSpeedImplementation(Declared):
         if config.calculate_per_token_loss:
             ds["gradient_allreduce_op"] = "sum"
         ds["gradient_clipping"] = max_grad_norm or 0.0  # DeepSpeed's default is 1.0: clipping on
-        return ds
+        return {**ds, **self.engine_options}
 
     def initialize(self, module, config: DDPConfig, make_optimizer, max_grad_norm, group):
         import deepspeed
@@ -416,3 +419,7 @@ implementation = DeepSpeedImplementation(2)
 zero1 = DeepSpeedImplementation(1)
 zero3 = DeepSpeedImplementation(3, expectations="deepspeed")
 round_robin = DeepSpeedImplementation(2, {"round_robin_gradients": True}, name="deepspeed-round-robin")
+# ZeRO-2 with its optimizer offloaded to the CPU, stepping the suite's torch optimizer there (DeepSpeedCPUAdam would
+# need a C++ op built), for its finding (docs/peers.md)
+offload = DeepSpeedImplementation(2, {"offload_optimizer": {"device": "cpu"}}, name="deepspeed-offload",
+                                  engine_options={"zero_force_ds_cpu_optimizer": False})
