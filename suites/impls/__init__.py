@@ -14,6 +14,7 @@ REGISTRY: dict[str, str] = {
     "torch": "suites.impls.torch_ddp",
     "torch-static-graph": "suites.impls.torch_ddp:static_graph",
     "torch-bucket-view": "suites.impls.torch_ddp:bucket_view",
+    "torch-find-unused": "suites.impls.torch_ddp:find_unused",
     "fsdp2": "suites.impls.fsdp2",
     "fsdp2-no-reshard": "suites.impls.fsdp2:keep_unsharded",
     "replicate": "suites.impls.replicate",

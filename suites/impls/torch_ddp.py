@@ -231,8 +231,10 @@ class TorchDDPImplementation(Declared):
         handle = TorchDDP(ddp, module, layouts(names, params, sparse, lambda dtype: limits))
         # torch's rebuilt buckets, as it launches them; none where torch's assignment cannot be asked for, nor
         # under static_graph, whose reducer keeps its construction-time bucket through the second step (measured:
-        # every float32 grad in one all-reduce of 4200 elements there)
-        rebuilt = provides(self, "layout") and not self.options.get("static_graph")
+        # every float32 grad in one all-reduce of 4200 elements there), nor with find_unused_parameters, whose
+        # reducer never rebuilds (should_rebuild_buckets, torch/csrc/distributed/c10d/reducer.hpp:150-151)
+        rebuilt = (provides(self, "layout") and not self.options.get("static_graph")
+                   and not self.options.get("find_unused_parameters"))
         handle.declared_layouts = [b.layout for b in handle.buffers] if rebuilt else None
         return handle
 
@@ -253,6 +255,8 @@ OWN_KNOBS = {
                     "skips the search for unused params from the second iteration on",
     "gradient_as_bucket_view": "each param's .grad is a view into its bucket, not a copy: the memory upstream's "
                                "contiguous grad buffer saves, and what a bucket's reduction writes through",
+    "find_unused_parameters": "the reducer walks the autograd graph after each forward for params that get no "
+                              "grad, and keeps its construction-time buckets",
 }
 """torch DDP's own knobs that a registered variant turns (docs/peers.md); each value meets the common axes in the
 variant's own rows."""
@@ -260,3 +264,4 @@ variant's own rows."""
 implementation = TorchDDPImplementation()
 static_graph = TorchDDPImplementation("torch-static-graph", static_graph=True)
 bucket_view = TorchDDPImplementation("torch-bucket-view", expectations="torch", gradient_as_bucket_view=True)
+find_unused = TorchDDPImplementation("torch-find-unused", expectations="torch", find_unused_parameters=True)

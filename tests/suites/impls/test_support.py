@@ -39,6 +39,7 @@ BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capab
     "torch": ({"layout", "ddp", "checkpoint"}, set()),  # checkpoint: the suite's stepping optimizer saves it
     "torch-static-graph": ({"layout", "ddp", "checkpoint"}, set()),  # registered after the tables: its table's
     "torch-bucket-view": ({"layout", "ddp", "checkpoint"}, set()),  # registered after the tables: torch's table
+    "torch-find-unused": ({"layout", "ddp", "checkpoint"}, set()),  # likewise
     "fsdp2": DDP_AND_OPTIMIZER,
     "fsdp2-no-reshard": DDP_AND_OPTIMIZER,
     "replicate": DDP_AND_OPTIMIZER,
@@ -248,11 +249,11 @@ def test_the_adapters_have_the_optional_members_they_had():
         "tests/suites/impls/test_support.py")
 
 
-SHARED = {"torch-bucket-view": "torch", "fsdp2": "fsdp2", "fsdp2-no-reshard": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
+SHARED = {"torch-bucket-view": "torch", "torch-find-unused": "torch", "fsdp2": "fsdp2", "fsdp2-no-reshard": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
           "deepspeed-zero1": "deepspeed-zero1", "deepspeed-zero3": "deepspeed",
           "deepspeed-round-robin": "deepspeed-round-robin", "deepspeed-offload": "deepspeed-offload"}
 """The registered peers with an ``expectations`` attribute, and the list each reads: FSDP2's behaviour is its own
-whatever applies the units; ZeRO-3 shares ZeRO-2's findings; torch DDP's findings hold with bucket views."""
+whatever applies the units; ZeRO-3 shares ZeRO-2's findings; torch DDP's findings hold with bucket views and with the search for unused params."""
 
 
 
