@@ -96,6 +96,21 @@ class Benchmark:
                                 f"{self.record.__name__}")
 
 
+@dataclass(frozen=True)
+class BenchmarkFault:
+    """A benchmark that raised: its records are left out, and on the ranks nothing after it ran (another rank may
+    have been inside a collective), so that what finished before it is still written and judged."""
+
+    benchmark: str = doc("the benchmark's name")
+    rank: int | None = doc("the rank it raised on; null for a benchmark that runs in one process")
+    error: str = doc("the exception's type and message, cut at 500 characters")
+    skipped: tuple[str, ...] = doc("the benchmarks that did not run after it on that rank")
+
+    @classmethod
+    def of(cls, benchmark: str, rank: int | None, exc: BaseException, skipped: Sequence[str] = ()) -> BenchmarkFault:
+        return cls(benchmark, rank, f"{type(exc).__name__}: {exc}"[:500], tuple(skipped))
+
+
 ABSOLUTE_THRESHOLD = 0.25
 """Absolute times and bandwidths move with the machine's state from one run to the next, whatever the code
 (docs/measurements/gate.md measures how much): they are informative, with this practical threshold; what is gated is

@@ -25,6 +25,7 @@ from ranks import launched_by_torchrun, run_on_ranks
 from hardware.node import NodeProbe, first_rank_of_node
 
 from . import BENCHMARKS
+from .registry import BenchmarkFault
 from .settings import BenchSettings
 
 Progress = Callable[[str], None]
@@ -39,14 +40,25 @@ def selected(names: Sequence[str] | None):
 
 
 def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
+    """``{benchmark name: records}`` of those that finished here, the node's description, and the fault of one
+    that raised (``fault``): after it nothing runs, as another rank may still be inside one of its collectives,
+    and waits there until the group's timeout."""
     probe = NodeProbe(ctx) if first_rank_of_node(ctx) else None
-    out = {}
-    for benchmark in (b for b in BENCHMARKS if b.name in names):
+    out, fault = {}, None
+    chosen = [b for b in BENCHMARKS if b.name in names]
+    for i, benchmark in enumerate(chosen):
         start = time.monotonic()
-        out[benchmark.name] = benchmark.run(ctx, settings)
+        try:
+            out[benchmark.name] = benchmark.run(ctx, settings)
+        except Exception as exc:  # noqa: BLE001 - one benchmark's fault must not lose the others' records
+            fault = BenchmarkFault.of(benchmark.name, ctx.rank, exc, [b.name for b in chosen[i + 1:]])
+            print(f"[benchmarks] {benchmark.name} raised on rank {ctx.rank}: {fault.error}", file=sys.stderr,
+                  flush=True)
+            break
         if ctx.rank == 0:
             print(f"[benchmarks] {benchmark.name}: {time.monotonic() - start:.1f}s", file=sys.stderr, flush=True)
     out["node"] = probe.finish() if probe else None
+    out["fault"] = fault
     return out
 
 
@@ -60,8 +72,8 @@ def launches_problem(launches: int) -> str | None:
 
 def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequence[str] | None = None,
                         progress: Progress = print, device: str = "auto") -> dict:
-    """``{benchmark name: records}`` of the multi-rank benchmarks, plus ``nodes``: every node, a
-    ``hardware.node.Node``, by node rank.
+    """``{benchmark name: records}`` of the multi-rank benchmarks that finished, plus ``nodes``: every node, a
+    ``hardware.node.Node``, by node rank, and ``faults``: a ``BenchmarkFault`` of each rank where one raised.
 
     The ranks start even when no multi-rank benchmark is selected: every node
     is still described, and the run's setup names its devices.
@@ -74,16 +86,23 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
     progress(f"benchmarks on {world_size} ranks: {', '.join(on_ranks) or 'none; describing the nodes'}")
     per_rank = run_on_ranks(_on_every_rank, world_size, settings, on_ranks, device=device)
     results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n.node_rank)
-    for benchmark in (b for b in BENCHMARKS if b.name in on_ranks):
+    results["faults"] = [fault for r in per_rank if (fault := r.pop("fault")) is not None]
+    # A benchmark's records count where every rank finished it: one that raised on a rank is that rank's fault.
+    finished = [b for b in BENCHMARKS if b.name in on_ranks and all(b.name in r for r in per_rank)]
+    for benchmark in finished:
         records = per_rank[0][benchmark.name]
         benchmark.check(records)
         results[benchmark.name] = records
-    again = [b.name for b in BENCHMARKS if b.name in on_ranks and b.relaunched]
+    again = [b.name for b in finished if b.relaunched]
     for launch in range(2, settings.launches + 1) if again else ():
         progress(f"benchmarks on {world_size} fresh ranks, launch {launch} of {settings.launches}: "
                  f"{', '.join(again)}")
-        records = run_on_ranks(_carry_on, world_size, settings, {name: results[name] for name in again},
-                               device=device)[0]
+        try:
+            records = run_on_ranks(_carry_on, world_size, settings, {name: results[name] for name in again},
+                                   device=device)[0]
+        except Exception as exc:  # noqa: BLE001 - the launches before it stand
+            results["faults"].append(BenchmarkFault.of(", ".join(again), None, exc))
+            break
         for benchmark in (b for b in BENCHMARKS if b.name in again):
             benchmark.check(records[benchmark.name])
             results[benchmark.name] = records[benchmark.name]
@@ -98,11 +117,17 @@ def _carry_on(ctx, settings: BenchSettings, earlier: dict) -> dict:
 
 def run_single_process_benchmarks(settings: BenchSettings, names: Sequence[str] | None = None,
                                   progress: Progress = print) -> dict:
-    """``{benchmark name: records}`` of the benchmarks that run in one process."""
-    results = {}
+    """``{benchmark name: records}`` of the benchmarks that run in one process, plus ``faults``: a
+    ``BenchmarkFault`` of each that raised (the others still run)."""
+    results: dict = {"faults": []}
     for benchmark in (b for b in selected(names) if not b.on_ranks):
         progress(f"benchmark {benchmark.name} (one process)")
-        records = benchmark.run(settings)
+        try:
+            records = benchmark.run(settings)
+        except Exception as exc:  # noqa: BLE001 - one benchmark's fault must not lose the others' records
+            results["faults"].append(BenchmarkFault.of(benchmark.name, None, exc))
+            progress(f"benchmark {benchmark.name} raised: {results['faults'][-1].error}")
+            continue
         benchmark.check(records)
         results[benchmark.name] = records
     return results

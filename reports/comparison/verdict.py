@@ -11,7 +11,8 @@ peer's bug that was always there must not fail a user's own implementation on
 the night it is drawn. It also fails on a wrong element in any collective's
 result, and, under ``--fail-on-regression``, on a gated regression against
 the previous run of the same setup. A comparison that could not be made (an
-earlier run that cannot be read) is an error of its own. A suite run of which
+earlier run that cannot be read) is an error of its own, and so is each
+benchmark that raised: the run is written with what finished. A suite run of which
 every check was skipped is not applicable: it passes nothing and fails
 nothing. Each line is a typed value (its kind and status); the writers word
 it, and no decision is read back from the words.
@@ -51,6 +52,11 @@ def decide(results: Results, fail_on_regression: bool, covers: Sequence[str] = (
                                  f"search past the covering arrays against {e.impl}: {len(unexpected)} findings"
                                  f"{known} in {e.triples + e.searched} compositions ({e.seconds:.0f} s)"
                                  + _not_covered(e.impl, status)))
+    for f in results.benchmark_faults:
+        where = f"on rank {f.rank}" if f.rank is not None else "in the report's process"
+        after = f"; after it on that rank {', '.join(f.skipped)} did not run" if f.skipped else ""
+        lines.append(VerdictLine("benchmarks", "error", f"benchmark {f.benchmark} raised {where}: {f.error}; its "
+                                 f"records are left out{after}"))
     wrong = sum(r.wrong for r in results.benchmarks.busbw)
     lines.append(VerdictLine("collectives", "fail" if wrong else "pass",
                              f"collectives' results: {wrong} wrong elements"))

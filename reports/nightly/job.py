@@ -73,9 +73,10 @@ STRENGTH_MODULE = "selfcheck.strength"
 EXPLORE_SECONDS = 60.0
 """Seconds the nightly search of each implementation the verdict covers may take, confirming and shrinking
 included."""
-UNCOVERED_SHARE = 1 / 3
+UNCOVERED_SHARE = 1 / 6
 """The share of those seconds an implementation the verdict does not cover gets: its findings are reported, not
-failed, and six implementations at a minute each would be most of the job's time."""
+failed, and its own suites ran its compositions in the suites phase; six peers at a minute each would be most of
+the job's time (at a third, the search phase took 257 s of a 1,377 s job: docs/measurements/benchmarks.md)."""
 SMOKE_EXPLORE_SECONDS = 5.0
 EXPLORE_COMPOSITIONS = 100_000
 """Compositions the nightly search may run: more than its seconds allow, so the seconds decide."""
@@ -156,7 +157,7 @@ def parser() -> Parser:
                         help="seconds the search past the multi-rank suite's covering arrays may take for each "
                              "implementation the verdict covers, confirming and shrinking included (pytest "
                              f"suites/multigpu --explore; default {EXPLORE_SECONDS:g}, {SMOKE_EXPLORE_SECONDS:g} in "
-                             "smoke mode; 0: no search); every other implementation gets a third of it; its example "
+                             "smoke mode; 0: no search); every other implementation gets a sixth of it; its example "
                              "database lives in the runs root (.explore/), so each night tries the failures found "
                              "before first")
     parser.add_argument("--explore-seed", type=Count(0, unit="", why="hypothesis' seed"), default=None, metavar="N",
@@ -219,7 +220,7 @@ def run_conformance(args) -> list[SuiteRun]:
 
 
 def search_budgets(args, covers: Sequence[str]) -> dict[str, float]:
-    """Each implementation's search seconds: ``--explore-seconds`` for those the verdict covers, a third of it for
+    """Each implementation's search seconds: ``--explore-seconds`` for those the verdict covers, a sixth of it for
     the others; none where there is no search."""
     seconds = args.explore_seconds if args.explore_seconds is not None else (
         SMOKE_EXPLORE_SECONDS if args.smoke else EXPLORE_SECONDS)
@@ -364,7 +365,9 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
         leave_torchrun()
     if rank != 0:
         return 0
-    bench.update(run_single_process_benchmarks(settings, args.benchmark, progress))
+    single = run_single_process_benchmarks(settings, args.benchmark, progress)
+    faults = (*bench.pop("faults"), *single.pop("faults"))
+    bench.update(single)
     conformance, explorations, strength_rows, strength_phase = [], [], (), None
     if not args.no_suites:
         clock.phase("suites", "suites against every implementation")
@@ -392,7 +395,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
                       explorations=tuple(explorations),
                       benchmarks=records, overhead=tuple(overhead_table()), metrics={}, comparison=None, trend=(),
                       claims=(), mutation=read_score(), verdict=None, plots=(), strength_phase=strength_phase,
-                      phases=phases)
+                      phases=phases, benchmark_faults=faults)
     results = judged(replace(results, metrics=collect_metrics(results)), runs, args)
     written = save(results, runs)
     print((written / "report.md").read_text())

@@ -21,7 +21,7 @@ from typing import Any, Literal, Sequence
 
 from benchmarks import BENCHMARKS
 from benchmarks.padding import OverheadRow
-from benchmarks.registry import Better, Metric
+from benchmarks.registry import BenchmarkFault, Better, Metric
 from benchmarks.settings import BenchSettings
 from benchmarks.stats import Summary
 from datamodel import doc, from_json, to_json
@@ -31,7 +31,7 @@ from suites.multigpu.records import Exploration
 from ..conformance.records import StrengthPhase, StrengthRecord, SuiteRun
 from .bisection import Bisection
 
-SCHEMA = 11
+SCHEMA = 12
 METHOD = 4
 """How the benchmarks measure; raised whenever a figure is taken differently (4: rounds calibrated to targets,
 impossible and noise-bound figures refused)."""
@@ -242,9 +242,10 @@ class MutationScore:
 
 @dataclass(frozen=True)
 class VerdictLine:
-    kind: Literal["conformance", "search", "collectives", "gate"] = doc(
+    kind: Literal["conformance", "search", "collectives", "gate", "benchmarks"] = doc(
         "what it judges: a suite run (conformance), the search past the covering arrays (search), the "
-        "collectives' results (collectives), or the regressions against the previous run (gate)")
+        "collectives' results (collectives), the regressions against the previous run (gate), or a benchmark that "
+        "raised (benchmarks)")
     status: Literal["pass", "fail", "not applicable", "reported", "error"] = doc(
         "pass; fail (fails the run); not applicable (a suite run of which every check was skipped: nothing was "
         "checked, and nothing failed); reported (shown, not failing the run: gated regressions without "
@@ -352,6 +353,9 @@ class Results:
     bisection: Bisection | None = doc("with --bisect: which commit between the previous run's and this one's moved "
                                       "the gate's first regressed figure, added to the run once the search ends; "
                                       "null when none ran", None)
+    benchmark_faults: tuple[BenchmarkFault, ...] = doc("each benchmark that raised, and where: its records are left "
+                                                       "out, the others' are kept; empty for runs written before "
+                                                       "faults were kept (a fault ended the job then)", ())
 
     def records(self, benchmark: str) -> Sequence[Any]:
         """The records of one benchmark (empty when it did not run)."""

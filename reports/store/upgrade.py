@@ -4,7 +4,9 @@ A run of schema 5 or later is brought up one schema at a time, each step a
 function of the JSON (``STEPS``), then read strictly; the earlier ones,
 whose records had other shapes, are read into the model directly.
 
-- **11** (now) is read as it is, strictly.
+- **12** (now) is read as it is, strictly.
+- **11** (before a benchmark that raised was kept as a fault): a fault
+  ended the job then, so a run of it has none: ``benchmark_faults`` is empty.
 - **10** (the bisection beside the run): a night's bisection was written
   after the run, into ``bisection.json`` beside results.json; it is read
   into the run's ``bisection`` (one that does not read is left out, named).
@@ -68,7 +70,7 @@ from ..conformance.records import StrengthRecord, SuiteRun
 from .bisection import Bisection
 from .model import SCHEMA, Records, Results, Run, Setup, Upgrade, decode, setup_of, usual_tensors
 
-SCHEMAS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, SCHEMA)
+SCHEMAS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, SCHEMA)
 SCHEMA_5_RUN_REPEATS = ("mode", "world_size", "backend", "tensors", "smoke")
 """What schema 5's run record repeated of its setup."""
 EARLIER_METHOD = 2
@@ -255,6 +257,11 @@ def _ten_to_eleven(data: dict) -> dict:
     return {**data, "schema": 11, "bisection": None}
 
 
+def _eleven_to_twelve(data: dict) -> dict:
+    """12 keeps each benchmark that raised (``benchmark_faults``); under 11 a fault ended the job."""
+    return {**data, "schema": 12, "benchmark_faults": []}
+
+
 OLD_BISECTION = "bisection.json"
 """Where a run of schema 10 or earlier kept its night's bisection, beside results.json."""
 
@@ -273,7 +280,7 @@ def _bisection_beside(data: dict, folder: Path, left_out: list[str]) -> dict:
 
 
 STEPS = {5: _five_to_six, 6: _six_to_seven, 7: _seven_to_eight, 8: _eight_to_nine, 9: _nine_to_ten,
-         10: _ten_to_eleven}
+         10: _ten_to_eleven, 11: _eleven_to_twelve}
 """Schema n's run, as schema n + 1 writes it."""
 
 

@@ -21,9 +21,10 @@ from tests.reports.builders import results
 FIXTURES = ROOT / "fixtures" / "runs"
 SCHEMAS = {"20261125T134329Z": 1, "20261125T134518Z": 2, "20261125T134618Z": 3, "20261125T134732Z": 4,
            "20261125T174848Z": 5, "20261126T143421Z": 6, "20261126T164925Z": 7, "20261127T144541Z": 8,
-           "20261127T184556Z": 9, "20261128T000901Z": 10}
-METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4, 7: 4, 8: 4, 9: 4, 10: 4}
-DEVICES = {**dict.fromkeys(range(1, 8), "cpu: AMD EPYC"), **dict.fromkeys((8, 9, 10), "cpu: Intel(R) Xeon(R) Processor")}  # runs before the method was recorded measured by method 2
+           "20261127T184556Z": 9, "20261128T000901Z": 10, "20261129T044119Z": 11}
+METHODS = {1: 2, 2: 2, 3: 3, 4: 4, 5: 4, 6: 4, 7: 4, 8: 4, 9: 4, 10: 4, 11: 4}
+DEVICES = {**dict.fromkeys(range(1, 8), "cpu: AMD EPYC"),
+           **dict.fromkeys((8, 9, 10, 11), "cpu: Intel(R) Xeon(R) Processor")}  # runs before the method was recorded measured by method 2
 
 
 @pytest.mark.parametrize("name, schema", SCHEMAS.items())
@@ -122,9 +123,9 @@ def test_schema_9_suite_runs_read_their_implementation_and_failures_as_values():
 
 @pytest.mark.parametrize("last_night", ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z",
                                         "20261126T164925Z", "20261127T144541Z", "20261127T184556Z",
-                                        "20261128T000901Z"])
+                                        "20261128T000901Z", "20261129T044119Z"])
 def test_a_new_run_compares_with_last_nights_run_of_an_older_schema(tmp_path, last_night):
-    """Last night's run (schema 4 to 10) and tonight's (current) share a setup, so the gate reads both."""
+    """Last night's run (schema 4 to 11) and tonight's (current) share a setup, so the gate reads both."""
     for name in list(SCHEMAS)[:list(SCHEMAS).index(last_night) + 1]:
         shutil.copytree(FIXTURES / name, tmp_path / "runs" / name)
     old = load_results(FIXTURES / last_night)
@@ -149,11 +150,13 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     series = {(s.setup, s.key): s for s in trend(runs)}
     method_4 = [s for (setup, _), s in series.items() if "method" not in setup]
     method_4_runs = ["20261125T134732Z", "20261125T174848Z", "20261126T143421Z", "20261126T164925Z",
-                     "20261127T144541Z", "20261127T184556Z", "20261128T000901Z", "20261201T000000Z"]
+                     "20261127T144541Z", "20261127T184556Z", "20261128T000901Z", "20261129T044119Z",
+                     "20261201T000000Z"]
     assert method_4 and all([p.run for p in s.points] == [r for r in method_4_runs if r in {p.run for p in s.points}]
                             for s in method_4), "the method-4 nights and tonight are one series, in order"
-    amd = [r for r in method_4_runs if r not in ("20261127T144541Z", "20261127T184556Z", "20261128T000901Z")]
-    # the eighth, ninth and tenth ran on another machine: a setup of their own
+    amd = [r for r in method_4_runs if r not in ("20261127T144541Z", "20261127T184556Z", "20261128T000901Z",
+                                                 "20261129T044119Z")]
+    # the eighth to the eleventh ran on another machine: a setup of their own
     assert any([p.run for p in s.points] == amd for s in method_4), "some figure was measured every method-4 night"
 
 
@@ -162,7 +165,7 @@ def test_the_trend_reads_every_schema_beside_a_new_run(tmp_path):
     (lambda d: d["metrics"].update({"step_time/reference/ratio_to_torch_ddp": 1.02}),
      "$.metrics.step_time/reference/ratio_to_torch_ddp: got 1.02, but should be Metric"),
     (lambda d: d["run"].pop("backend"), "$.run.backend: got None, but should be a str"),
-    (lambda d: d.update(schema=SCHEMA + 1), f"got schema {SCHEMA + 1}, but should be one of 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, {SCHEMA}"),
+    (lambda d: d.update(schema=SCHEMA + 1), f"got schema {SCHEMA + 1}, but should be one of 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, {SCHEMA}"),
 ])
 def test_a_malformed_run_is_refused_naming_the_schema_the_run_and_the_field(tmp_path, damage, where):
     data = json.loads((FIXTURES / "20261125T134732Z" / "results.json").read_text())
@@ -184,7 +187,7 @@ def test_a_current_run_is_read_strictly():
 
 def test_a_bisection_kept_beside_an_older_run_reads_into_it_and_a_broken_one_is_named_as_left_out(tmp_path):
     """Schema 10 and before wrote a night's bisection into bisection.json beside results.json."""
-    name = max(SCHEMAS)
+    name = max(n for n, schema in SCHEMAS.items() if schema <= 10)
     found = Bisection("a" * 40, "b" * 40, "step_time/reference/ratio_to_torch_ddp", 0.05, "no move", None, None)
     folder = tmp_path / name
     shutil.copytree(FIXTURES / name, folder)

@@ -1,0 +1,73 @@
+"""A benchmark that raises leaves the others' records and fails the run as an error, never losing what finished."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks import suite
+from benchmarks.registry import BenchmarkFault
+from reports.comparison.verdict import decide
+from reports.store.model import decode, encode
+from tests.reports.builders import results
+
+
+@dataclass(frozen=True)
+class Fake:
+    name: str
+    raises: bool = False
+    on_ranks: bool = True
+    relaunched: bool = False
+
+    def run(self, *args) -> list:
+        if self.raises:
+            raise RuntimeError(f"{self.name} broke")
+        return [self.name]
+
+    def check(self, records) -> None:
+        pass
+
+
+@pytest.fixture
+def three(monkeypatch):
+    """Three benchmarks on the ranks (the middle one raises) and two in one process (the first raises)."""
+    fakes = [Fake("first"), Fake("middle", raises=True), Fake("last"),
+             Fake("lone-broken", raises=True, on_ranks=False), Fake("lone", on_ranks=False)]
+    monkeypatch.setattr(suite, "BENCHMARKS", fakes)
+    monkeypatch.setattr(suite, "first_rank_of_node", lambda ctx: False)
+    return fakes
+
+
+def test_on_a_rank_the_benchmarks_before_a_fault_are_kept_and_none_after_it_runs(three):
+    out = suite._on_every_rank(SimpleNamespace(rank=1), None, ["first", "middle", "last"])
+    assert out["first"] == ["first"] and "middle" not in out and "last" not in out, out
+    assert out["fault"] == BenchmarkFault("middle", 1, "RuntimeError: middle broke", ("last",)), out["fault"]
+
+
+def test_the_ranks_keep_what_every_rank_finished(three, monkeypatch):
+    def ranks(function, world_size, settings, names, device):
+        return [function(SimpleNamespace(rank=r), settings, names) for r in range(world_size)]
+
+    monkeypatch.setattr(suite, "run_on_ranks", ranks)
+    done = suite.run_rank_benchmarks(SimpleNamespace(launches=1), 2, progress=lambda _: None)
+    assert done["first"] == ["first"] and "middle" not in done and "last" not in done, done
+    assert [f.rank for f in done["faults"]] == [0, 1]
+
+
+def test_in_one_process_a_fault_does_not_stop_the_next_benchmark(three):
+    done = suite.run_single_process_benchmarks(None, progress=lambda _: None)
+    assert done["lone"] == ["lone"] and "lone-broken" not in done, done
+    assert done["faults"] == [BenchmarkFault("lone-broken", None, "RuntimeError: lone-broken broke", ())]
+
+
+def test_a_fault_is_an_error_of_the_verdict_that_names_it_and_survives_the_file():
+    fault = BenchmarkFault("overlap", 0, "RuntimeError: NaN scale on the wrong device", ("step_time",))
+    run = results(benchmark_faults=(fault,))
+    verdict = decide(run, fail_on_regression=False)
+    [line] = [line for line in verdict.lines if line.kind == "benchmarks"]
+    assert verdict.exit_code == 2 and line.status == "error", verdict
+    assert "overlap raised on rank 0" in line.text and "step_time did not run" in line.text, line.text
+    assert decode(encode(replace(run, verdict=verdict))).benchmark_faults == (fault,)
+    assert not [line for line in decide(results(), False).lines if line.kind == "benchmarks"]
