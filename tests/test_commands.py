@@ -58,6 +58,8 @@ COMMANDS = (
     Command("suites.multigpu.covering", "suites.multigpu.covering", ()),
     Command("reports.store.schema", "reports.store.schema", ()),
     Command("reports.bisect", "reports.bisect.__main__", ("--good", "HEAD~1")),
+    Command("reports.conformance.releases", "reports.conformance.releases", ("--peer", "deepspeed", "--version", "0.0.0",
+                                                                          "--sites", "{tmp}/sites")),
 )
 ENTRY_POINTS = {"reports.__main__": "reports.nightly.job", "hardware.__main__": "hardware.probe",
                 "reference.layout.__main__": "reference.layout.cli"}

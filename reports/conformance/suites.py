@@ -63,21 +63,28 @@ def child_environment(world_size: int | None = None, allow_world_size: bool = Fa
 
 
 def run_suite(suite: str, impl: str, extra_args: list[str] | None = None, world_size: int | None = None,
-              in_process: bool = False, allow_world_size: bool = False) -> SuiteRun:
+              in_process: bool = False, allow_world_size: bool = False, first: Path | None = None) -> SuiteRun:
     """``pytest <suite> --impl <impl>`` in a child process, or here (``in_process``), with ``world_size`` ranks
-    for the multi-rank suite; outcomes read back from JUnit XML."""
-    return run_suites([suite], impl, extra_args, world_size, in_process, allow_world_size)[0]
+    for the multi-rank suite; outcomes read back from JUnit XML. ``first``: a folder whose packages the child
+    imports before the environment's (a peer's older release, reports/conformance/releases.py)."""
+    return run_suites([suite], impl, extra_args, world_size, in_process, allow_world_size, first)[0]
 
 
 def run_suites(suites: list[str], impl: str, extra_args: list[str] | None = None, world_size: int | None = None,
-               in_process: bool = False, allow_world_size: bool = False) -> list[SuiteRun]:
+               in_process: bool = False, allow_world_size: bool = False, first: Path | None = None
+               ) -> list[SuiteRun]:
     """Several suites against one implementation in one pytest session (one interpreter, one import of the
     implementation: 10-15 s a session on 2 cores), each test counted in the suite whose path holds it."""
+    if first is not None and in_process:
+        raise ValueError("first: a folder imported first needs a child process, but in_process was asked for")
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "junit.xml"
         args = [*suites, f"--impl={impl}", f"--junitxml={xml_path}", "-p", "no:cacheprovider", *(extra_args or [])]
         run = pytest_in_process if in_process else _pytest_child
-        code, stdout, stderr = run(args, child_environment(world_size, allow_world_size))
+        env = child_environment(world_size, allow_world_size)
+        if first is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(first), env.get("PYTHONPATH"))))
+        code, stdout, stderr = run(args, env)
         outcomes = {suite: Outcomes() for suite in suites}
         implementation, provided = "", ()
         if xml_path.exists():

@@ -1,4 +1,5 @@
-"""Adapter for Megatron-FSDP (pip ``megatron-fsdp`` 0.6.1), one registered name per sharding strategy.
+"""Adapter for Megatron-FSDP (pip ``megatron-fsdp`` 0.6.1; 0.2.3 to 0.4.0 in the release matrix), one registered name per
+sharding strategy.
 
 Megatron-FSDP is the data-parallel path Megatron-LM runs as its FSDP: its own
 bucketed param-and-grad buffer, params handed to the optimizer as uneven
@@ -209,7 +210,10 @@ class MegatronFSDPOptimizer:
             norm = self._clip()
         # finalize_model_grads finished the sync (or the last backward did, with auto-sync): no second one here.
         self.optimizer.step(sync_grad_before_optimizer_step=False)
-        self.ddp.raw.start_param_sync(force_sync=True)
+        # no_shard has nothing to gather: 0.5.0 onwards return at once (megatron_fsdp.py:1273 in 0.6.1), 0.4.0 and
+        # earlier fetch a weight buffer no_shard never made (AttributeError, param_and_grad_buffer.py:4225 in 0.4.0).
+        if self.ddp.raw.data_parallel_sharding_strategy != "no_shard":
+            self.ddp.raw.start_param_sync(force_sync=True)
         return norm
 
     def _clip(self) -> float:
