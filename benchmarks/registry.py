@@ -105,10 +105,17 @@ class BenchmarkFault:
     rank: int | None = doc("the rank it raised on; null for a benchmark that runs in one process")
     error: str = doc("the exception's type and message, cut at 500 characters")
     skipped: tuple[str, ...] = doc("the benchmarks that did not run after it on that rank")
+    relaunch: int | None = doc("for the relaunched benchmarks (step time): the launch that failed, whose rounds are "
+                               "left out (the earlier launches' are kept); null otherwise", None)
 
     @classmethod
-    def of(cls, benchmark: str, rank: int | None, exc: BaseException, skipped: Sequence[str] = ()) -> BenchmarkFault:
-        return cls(benchmark, rank, f"{type(exc).__name__}: {exc}"[:500], tuple(skipped))
+    def of(cls, benchmark: str, rank: int | None, exc: BaseException, skipped: Sequence[str] = (),
+           relaunch: int | None = None) -> BenchmarkFault:
+        """The fault, its message the exception's last line first (a rank's traceback ends with what raised)."""
+        text = str(exc).strip()
+        last = text.splitlines()[-1] if text else ""
+        message = f"{type(exc).__name__}: {last}" + (f" ({text[:300]})" if last != text else "")
+        return cls(benchmark, rank, message[:500], tuple(skipped), relaunch)
 
 
 ABSOLUTE_THRESHOLD = 0.25

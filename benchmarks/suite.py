@@ -42,7 +42,8 @@ def selected(names: Sequence[str] | None):
 def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
     """``{benchmark name: records}`` of those that finished here, the node's description, and the fault of one
     that raised (``fault``): after it nothing runs, as another rank may still be inside one of its collectives,
-    and waits there until the group's timeout."""
+    and waits there until the group's timeout. Under torchrun a fault still ends the job: its ranks return their
+    results over the control group, which a rank still inside the benchmark may be using."""
     probe = NodeProbe(ctx) if first_rank_of_node(ctx) else None
     out, fault = {}, None
     chosen = [b for b in BENCHMARKS if b.name in names]
@@ -51,6 +52,8 @@ def _on_every_rank(ctx, settings: BenchSettings, names: list[str]) -> dict:
         try:
             out[benchmark.name] = benchmark.run(ctx, settings)
         except Exception as exc:  # noqa: BLE001 - one benchmark's fault must not lose the others' records
+            if launched_by_torchrun():
+                raise  # torchrun's ranks return their results over the control group another rank may still use
             fault = BenchmarkFault.of(benchmark.name, ctx.rank, exc, [b.name for b in chosen[i + 1:]])
             print(f"[benchmarks] {benchmark.name} raised on rank {ctx.rank}: {fault.error}", file=sys.stderr,
                   flush=True)
@@ -101,7 +104,7 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
             records = run_on_ranks(_carry_on, world_size, settings, {name: results[name] for name in again},
                                    device=device)[0]
         except Exception as exc:  # noqa: BLE001 - the launches before it stand
-            results["faults"].append(BenchmarkFault.of(", ".join(again), None, exc))
+            results["faults"].append(BenchmarkFault.of(", ".join(again), None, exc, relaunch=launch))
             break
         for benchmark in (b for b in BENCHMARKS if b.name in again):
             benchmark.check(records[benchmark.name])

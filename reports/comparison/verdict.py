@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from benchmarks.registry import BenchmarkFault
+
 from ..store.model import Comparison, Results, Verdict, VerdictLine
 
 REFERENCE = "reference"
@@ -53,15 +55,21 @@ def decide(results: Results, fail_on_regression: bool, covers: Sequence[str] = (
                                  f"{known} in {e.triples + e.searched} compositions ({e.seconds:.0f} s)"
                                  + _not_covered(e.impl, status)))
     for f in results.benchmark_faults:
-        where = f"on rank {f.rank}" if f.rank is not None else "in the report's process"
-        after = f"; after it on that rank {', '.join(f.skipped)} did not run" if f.skipped else ""
-        lines.append(VerdictLine("benchmarks", "error", f"benchmark {f.benchmark} raised {where}: {f.error}; its "
-                                 f"records are left out{after}"))
+        lines.append(VerdictLine("benchmarks", "error", _fault(f)))
     wrong = sum(r.wrong for r in results.benchmarks.busbw)
     lines.append(VerdictLine("collectives", "fail" if wrong else "pass",
                              f"collectives' results: {wrong} wrong elements"))
     lines.append(_gate(results.comparison, fail_on_regression))
     return Verdict(tuple(lines), fail_on_regression, tuple(covers))
+
+
+def _fault(f: BenchmarkFault) -> str:
+    if f.relaunch is not None:
+        return (f"benchmark {f.benchmark} raised on its launch {f.relaunch}: {f.error}; that launch's rounds are left "
+                "out, the earlier launches' kept")
+    where = f"on rank {f.rank}" if f.rank is not None else "in the report's process"
+    after = f"; after it on that rank {', '.join(f.skipped)} did not run" if f.skipped else ""
+    return f"benchmark {f.benchmark} raised {where}: {f.error}; its records are left out{after}"
 
 
 def _covered(status: str, covered_: bool) -> str:

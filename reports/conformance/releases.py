@@ -98,8 +98,15 @@ def install(distribution: str, version: str, sites: Path) -> Path:
 
 
 def row(line: Line, version: str, check: Check, run: SuiteRun) -> Row:
-    return Row(line.distribution, version, check.impl, run.implementation, run.ok, run.status, run.passed, run.xfailed,
-               run.failed, run.errors, run.skipped, round(run.seconds, 1), tuple(str(f) for f in run.failures))
+    """A check passes the matrix where its suite passed, something ran, and against the release asked for: an
+    adapter that cannot import a release names it "not installed" and skips every check."""
+    asked = run.implementation == f"{check.impl} {version}"
+    ok = run.status == "pass" and run.passed + run.xfailed > 0 and asked
+    status = run.status if asked else f"ran {run.implementation or 'nothing'}"
+    wrong = () if asked else (f"asked for {check.impl} {version}, but the suite ran {run.implementation or 'nothing'}",)
+    return Row(line.distribution, version, check.impl, run.implementation, ok, status, run.passed, run.xfailed,
+               run.failed, run.errors, run.skipped, round(run.seconds, 1),
+               tuple(str(f) for f in run.failures) + wrong)
 
 
 def parser() -> Parser:

@@ -226,7 +226,8 @@ def search_budgets(args, covers: Sequence[str]) -> dict[str, float]:
         SMOKE_EXPLORE_SECONDS if args.smoke else EXPLORE_SECONDS)
     if not seconds or args.no_suites or not any(multigpu(s) for s in args.suite or DEFAULT_SUITES):
         return {}
-    return {impl: seconds if impl in covers else round(seconds * UNCOVERED_SHARE, 1) for impl in implementations(args)}
+    return {impl: seconds if impl in covers else max(round(seconds * UNCOVERED_SHARE, 1), 0.1)
+            for impl in implementations(args)}
 
 
 def run_exploration(args, budgets: dict[str, float], seed: int) -> list[Exploration]:

@@ -193,10 +193,11 @@ class MegatronFSDPDDP(GradsInParamsDDP):
 class MegatronFSDPOptimizer:
     """The suite's torch optimizer over the DTensor params, through ``fully_shard_optimizer``."""
 
-    def __init__(self, ddp: MegatronFSDPDDP, make_optimizer, max_grad_norm: float | None, norm_type: float) -> None:
+    def __init__(self, ddp: MegatronFSDPDDP, make_optimizer, max_grad_norm: float | None, norm_type: float,
+                 strategy: str) -> None:
         from megatron_fsdp import fully_shard_optimizer
 
-        self.ddp, self.max_grad_norm, self.norm_type = ddp, max_grad_norm, norm_type
+        self.ddp, self.max_grad_norm, self.norm_type, self.strategy = ddp, max_grad_norm, norm_type, strategy
         self.params = [p for p in ddp.raw.parameters() if p.requires_grad]
         with _quiet():
             self.optimizer = fully_shard_optimizer(make_optimizer(self.params))
@@ -212,7 +213,7 @@ class MegatronFSDPOptimizer:
         self.optimizer.step(sync_grad_before_optimizer_step=False)
         # no_shard has nothing to gather: 0.5.0 onwards return at once (megatron_fsdp.py:1273 in 0.6.1), 0.4.0 and
         # earlier fetch a weight buffer no_shard never made (AttributeError, param_and_grad_buffer.py:4225 in 0.4.0).
-        if self.ddp.raw.data_parallel_sharding_strategy != "no_shard":
+        if self.strategy != "no_shard":
             self.ddp.raw.start_param_sync(force_sync=True)
         return norm
 
@@ -325,7 +326,7 @@ class MegatronFSDPImplementation(Declared):
         return MegatronFSDPDDP(raw, module, records, group, agreement_group or group, device)
 
     def make_optimizer(self, ddp, make_optimizer, max_grad_norm=None, norm_type=2.0) -> MegatronFSDPOptimizer:
-        return MegatronFSDPOptimizer(ddp, make_optimizer, max_grad_norm, norm_type)
+        return MegatronFSDPOptimizer(ddp, make_optimizer, max_grad_norm, norm_type, self.strategy)
 
     def finalize_model_grads(self, models, num_tokens=None) -> None:
         """Finish every sync; with ``num_tokens``, divide the (summed) reduced grads by the global count if > 0."""

@@ -71,3 +71,30 @@ def test_a_fault_is_an_error_of_the_verdict_that_names_it_and_survives_the_file(
     assert "overlap raised on rank 0" in line.text and "step_time did not run" in line.text, line.text
     assert decode(encode(replace(run, verdict=verdict))).benchmark_faults == (fault,)
     assert not [line for line in decide(results(), False).lines if line.kind == "benchmarks"]
+
+
+def test_under_torchrun_a_fault_still_ends_the_job(three, monkeypatch):
+    # its ranks return their results over the control group, which another rank may still be using
+    monkeypatch.setattr(suite, "launched_by_torchrun", lambda: True)
+    with pytest.raises(RuntimeError, match="middle broke"):
+        suite._on_every_rank(SimpleNamespace(rank=0), None, ["first", "middle", "last"])
+
+
+def test_a_failed_relaunch_keeps_the_earlier_launches_and_says_which_launch(monkeypatch):
+    monkeypatch.setattr(suite, "BENCHMARKS", [Fake("steps", relaunched=True)])
+    monkeypatch.setattr(suite, "first_rank_of_node", lambda ctx: False)
+    launches = []
+
+    def ranks(function, world_size, settings, names, device):
+        launches.append(function)
+        if len(launches) == 2:
+            raise RuntimeError("rank 1 failed\nTraceback (most recent call last):\nValueError: boom")
+        return [function(SimpleNamespace(rank=r), settings, names) for r in range(world_size)]
+
+    monkeypatch.setattr(suite, "run_on_ranks", ranks)
+    done = suite.run_rank_benchmarks(SimpleNamespace(launches=3), 2, progress=lambda _: None)
+    [fault] = done["faults"]
+    assert done["steps"] == ["steps"] and len(launches) == 2, (done, launches)
+    assert fault.relaunch == 2 and fault.error.startswith("RuntimeError: ValueError: boom"), fault
+    [line] = [line for line in decide(results(benchmark_faults=(fault,)), False).lines if line.kind == "benchmarks"]
+    assert "launch 2" in line.text and "earlier launches' kept" in line.text, line.text
