@@ -48,6 +48,7 @@ JOURNAL = ROOT / "docs" / "measurements"
 GUIDES = [d for d in DOCS if JOURNAL not in d.parents]
 
 IGNORED = re.compile(r"://|[*?\[{<>]|\.\.\.|…")
+MULTIGPU = "suites/multigpu"
 """URLs, globs and placeholders: nothing to look for on disk."""
 
 
@@ -399,7 +400,7 @@ def lists() -> dict:
 def suites_run_whole(commands: list[str], testpaths: list[str]) -> dict[str, set[str]]:
     """Each implementation (``--impl``, else the reference) and the suites a tox env's ``pytest`` commands run
     against it whole: with no file left out (``--ignore``), no test chosen (``--only``, ``--case``, a file named)
-    and the compositions kept."""
+    and, for the multi-rank suite, the compositions kept."""
     found: dict[str, set[str]] = {}
     for command in commands:
         words = command.split()
@@ -408,8 +409,10 @@ def suites_run_whole(commands: list[str], testpaths: list[str]) -> dict[str, set
         args = [w for w in words[words.index("pytest") + 1:] if "{" not in w]
         impl = args[args.index("--impl") + 1] if "--impl" in args else "reference"
         chosen = [a for a in args if not a.startswith("-") and a not in (impl,) and a.startswith("suites/")]
-        cut = any(a.startswith(("--ignore", "--only", "--case", "--compositions=none")) for a in args)
-        whole = [p for p in (chosen or testpaths) if p in testpaths] if not cut else []
+        cut = any(a.startswith(("--ignore", "--only", "--case")) for a in args)
+        no_compositions = "--compositions=none" in args
+        whole = [p for p in (chosen or testpaths) if p in testpaths and not (no_compositions and p == MULTIGPU)
+                 ] if not cut else []
         found.setdefault(impl, set()).update(whole)
     return {impl: suites for impl, suites in found.items() if suites}
 
