@@ -12,7 +12,7 @@ FACTORY = "wrap:fixtures.examples.torch_ddp_factory:factory"
 
 
 def test_the_layout_suite_against_a_factory_says_nothing_of_its_level_was_checked():
-    proc = run_pytest("suites/layout", "-q", "--impl", FACTORY)
+    proc = run_pytest("suites/layout", "-q", "--impl", FACTORY, in_process=True)
     assert proc.returncode == 0, proc.stdout[-2000:]  # skips are no failures: pytest's own exit status
     assert " passed" not in proc.stdout, f"got passes: {proc.stdout[-500:]}, but should be all skipped"
     line = f"nothing of the layout level could be checked: {FACTORY} does not provide it (levels: checkpoint, ddp)"
@@ -20,14 +20,14 @@ def test_the_layout_suite_against_a_factory_says_nothing_of_its_level_was_checke
 
 
 def test_the_multirank_suite_against_an_implementation_without_ddp_says_so():
-    proc = run_pytest("suites/multigpu", "-q", "--impl", "tests.fakes.layout_only")
+    proc = run_pytest("suites/multigpu", "-q", "--impl", "tests.fakes.layout_only", in_process=True)
     assert proc.returncode == 0, proc.stdout[-2000:]
     line = "nothing of the ddp level could be checked: layout-only-fake does not provide it (levels: layout)"
     assert line in proc.stdout, proc.stdout[-1500:]
 
 
 def test_a_run_that_checked_something_adds_no_line():
-    proc = run_pytest("suites/layout/test_golden.py", "-q", "-k", "notes_example", "--impl", "reference")
+    proc = run_pytest("suites/layout/test_golden.py", "-q", "-k", "notes_example", "--impl", "reference", in_process=True)
     assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout[-2000:]
     assert "nothing of the" not in proc.stdout, proc.stdout[-1500:]
 

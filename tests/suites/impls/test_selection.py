@@ -39,20 +39,20 @@ def test_module_without_implementation_object_is_rejected():
 
 
 def test_report_header_names_the_implementation():
-    proc = run_pytest("suites/layout/test_golden.py", "-k", "notes_example_1", "--impl", "reference")
+    proc = run_pytest("suites/layout/test_golden.py", "-k", "notes_example_1", "--impl", "reference", in_process=True)
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert "implementation under test: reference 0.1.0" in proc.stdout, proc.stdout[:1000]
 
 
 def test_unavailable_implementation_skips_everything_with_its_reason():
-    proc = run_pytest("suites/layout/test_golden.py", "--impl", "tests.fakes.unavailable")
+    proc = run_pytest("suites/layout/test_golden.py", "--impl", "tests.fakes.unavailable", in_process=True)
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert " passed" not in proc.stdout, f"got passes: {proc.stdout[-500:]}, but should be all skipped"
     assert "the fake peer library is not installed" in proc.stdout, proc.stdout[-1000:]
 
 
 def test_missing_level_is_skipped_not_passed():
-    proc = run_pytest("suites/layout/test_views.py", "--impl", "tests.fakes.layout_only")
+    proc = run_pytest("suites/layout/test_views.py", "--impl", "tests.fakes.layout_only", in_process=True)
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert " passed" not in proc.stdout, f"got passes: {proc.stdout[-500:]}, but should be all skipped"
     assert "does not provide the 'buffer' level" in proc.stdout, proc.stdout[-1000:]
@@ -62,7 +62,7 @@ def test_missing_level_is_skipped_not_passed():
 def test_inexpressible_configuration_is_skipped_at_collection_with_its_reason():
     """Parametrized policies, ``requires(LayoutConfig(...))`` and multigpu cases all ask ``unsupported``."""
     proc = run_pytest("suites/layout/test_golden.py", "suites/multigpu/test_no_sync.py",
-                      "--impl", "tests.fakes.packed_only", "--world-size", "1")
+                      "--impl", "tests.fakes.packed_only", "--world-size", "1", in_process=True)
     assert proc.returncode == 0, proc.stdout[-2000:]
     for reason in ("'padded' policy", "'high-busbw' policy", "'shard-aligned' policy"):
         assert f"the fake knows no {reason}" in proc.stdout, f"skip reasons: got {proc.stdout[-1500:]}"
@@ -85,7 +85,7 @@ def test_requires_names_only_known_levels(tmp_path):
 def test_only_keeps_the_tests_whose_node_id_matches():
     proc = run_pytest("suites/layout/test_golden.py", "-q",
                       "--only=suites/layout/test_golden.py::test_upstream_matrix[[]None-*-plain]",
-                      "--only=*::test_notes_worst_case*")
+                      "--only=*::test_notes_worst_case*", in_process=True)
     assert proc.returncode == 0, proc.stdout[-2000:]
     # None-packed and None-padded, each without and with bias, plus the worst case.
     assert "5 passed, 58 deselected" in proc.stdout, proc.stdout[-600:]
