@@ -575,3 +575,51 @@ def test_the_checklist_check_reports_a_step_that_says_nothing():
              "| 1. The adapter | `suites/impls/<peer>.py` | | `load_implementation` refuses it |\n"
              "| 2. Its registered name | `suites/impls/__init__.py` (`REGISTRY`) | | |\n")
     assert unanswered_steps(table) == ["2. Its registered name"], unanswered_steps(table)
+
+
+SHARED_FILES = {"__init__", "__main__", "conftest"}
+"""Modules the file-by-file list of docs/development.md need not name: a package's marker, its command, pytest's."""
+
+
+def unnamed_modules(text: str, root: Path = ROOT) -> list[str]:
+    """Each module of a folder the file-by-file list of ``text`` describes that its line does not name (by its
+    stem, ``.py`` or not), but for tests, fixtures (their catalogues list them: ``NAMES``), a line that says it
+    holds "one module per" something, and the benchmarks' definitions (``BENCHMARKS`` names them)."""
+    from benchmarks import BENCHMARKS
+
+    block = text.split("## The repository, file by file", 1)[1].split("```")[1]
+    lines: dict[str, str] = {}
+    folder = None
+    for line in block.splitlines():
+        start = re.match(r"^(\S+/)\s+(.*)$", line)
+        if start:
+            folder = start.group(1)
+            lines[folder] = start.group(2)
+        elif folder and line.strip():
+            lines[folder] += " " + line.strip()
+    definitions = {b.name for b in BENCHMARKS}
+    missing = []
+    for folder, words in lines.items():
+        if folder.startswith(("fixtures/", "tests/")) or "one module per" in words:
+            continue
+        for module in sorted((root / folder).glob("*.py")):
+            stem = module.stem
+            if stem in SHARED_FILES or stem.startswith("test_") or (folder == "benchmarks/" and stem in definitions):
+                continue
+            if not re.search(rf"(?<![\w.]){re.escape(stem)}(\.py)?(?!\w)", words):
+                missing.append(f"{folder}{module.name}")
+    return missing
+
+
+def test_the_file_by_file_list_names_every_module():
+    missing = unnamed_modules((ROOT / "docs" / "development.md").read_text())
+    assert not missing, f"got modules the file-by-file list of docs/development.md does not name: {missing}, " \
+        "but each should be named on its folder's line, with what it holds"
+
+
+def test_the_file_by_file_check_reports_a_module_left_out(tmp_path):
+    (tmp_path / "room").mkdir()
+    for name in ("kept.py", "forgotten.py", "__init__.py", "test_x.py"):
+        (tmp_path / "room" / name).write_text("")
+    text = "## The repository, file by file\n\n```\nroom/   kept.py (what it keeps)\n```\n"
+    assert unnamed_modules(text, tmp_path) == ["room/forgotten.py"]

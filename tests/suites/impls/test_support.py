@@ -289,7 +289,7 @@ def untold(config_type, knobs, written_against) -> list[str]:
     return [f"DDPConfig.{f.name}: make it a knob (a line in KNOBS, suites/impls/protocol.py: every adapter built on "
             "unmapped(...) then lacks it), or, where the peers take it as a field, add it to WRITTEN_AGAINST "
             "(tests/suites/impls/test_support.py) and a Lack row to each adapter that cannot honour it (wrap.py's "
-            "NOT_TOLD for a factory): docs/extending.md (b) step 1"
+            "NOT_TOLD for a factory): docs/extending.md (a) step 1"
             for f in dataclasses.fields(config_type) if f.name not in knobs and f.name not in written_against]
 
 
