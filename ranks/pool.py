@@ -18,6 +18,7 @@ import multiprocessing.forkserver
 import os
 import pickle
 import shutil
+import signal
 import tempfile
 import time
 from multiprocessing.connection import Connection, wait
@@ -111,7 +112,7 @@ class WorkerPool:
                    "most likely, in a collective that rank never joined), so it is killed")
         else:
             why = self._missing(rank, f"running {name}", self.settings.rank_timeout)
-        stack = self._stack(rank) if self._procs[rank].exitcode is None else ""
+        stack = self._stack(rank) if self._procs[rank].exitcode is None else self._crash(rank)
         return Outcome.failed(rank, f"{why}; the pool is restarted for the next test{stack}", broke_group=True)
 
     def close(self, graceful: bool = True) -> None:
@@ -180,11 +181,21 @@ class WorkerPool:
         proc = self._procs[rank]
         proc.join(0.1)  # a dead rank's exit code is there at once; a busy one is not worth waiting for
         if proc.exitcode is not None:
-            return f"rank {rank} died (exit code {proc.exitcode}) while {doing}"
+            of = f" of {signal.Signals(-proc.exitcode).name}" if proc.exitcode < 0 else ""
+            return f"rank {rank} died{of} (exit code {proc.exitcode}) while {doing}"
         return (
             f"rank {rank} was still {doing} after {seconds:g} s, so it is killed (timeouts: "
             f"--pg-timeout={self.settings.pg_timeout:g} s, --rank-timeout={self.settings.rank_timeout:g} s)"
         )
+
+    def _crash(self, rank: int) -> str:
+        """The stacks a rank killed by a signal wrote as it died (``faulthandler``), or nothing."""
+        try:
+            with open(worker.crash_path(os.path.join(self._dir, "store"), rank)) as f:
+                text = f.read().rstrip()
+        except OSError:
+            return ""
+        return f"\nits threads' stacks as it died:\n{text}" if text else ""
 
     def _stack(self, rank: int) -> str:
         """Where the live ``rank`` is stuck: the stack it writes on ``worker.STACK_SIGNAL``, or nothing when it

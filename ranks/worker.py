@@ -49,6 +49,9 @@ def main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it kills us
     # Where a stuck rank waits is what explains a hang; the parent asks for it before it kills the rank.
     faulthandler.register(STACK_SIGNAL, file=open(stack_path(store_path, rank), "w"), all_threads=False)
+    # A rank that dies of a signal (a heap glibc finds corrupt, a segfault in a peer's native code) leaves every
+    # thread's Python stack, which the parent reports with the death.
+    faulthandler.enable(file=open(crash_path(store_path, rank), "w"), all_threads=True)
     os.environ["OMP_NUM_THREADS"] = str(settings.threads)
     import torch
     import torch.distributed as dist
@@ -88,6 +91,11 @@ STACK_SIGNAL = signal.SIGUSR1
 def stack_path(store_path: str, rank: int) -> str:
     """Where ``rank`` writes its stack, beside the pool's store."""
     return os.path.join(os.path.dirname(store_path), f"stack-{rank}")
+
+
+def crash_path(store_path: str, rank: int) -> str:
+    """Where ``rank`` writes its threads' stacks if a signal kills it, beside the pool's store."""
+    return os.path.join(os.path.dirname(store_path), f"crash-{rank}")
 
 
 def _receive(conn: Connection) -> bytes | None:

@@ -62,6 +62,16 @@ def test_dies_on_rank_1(ranks):
     ranks.run(check_dies_on_rank_1)
 
 
+def check_dies_of_a_signal_on_rank_1(ctx: RankContext) -> None:
+    """As a rank dies whose heap glibc finds corrupt: SIGABRT."""
+    if ctx.rank == 1:
+        os.abort()
+
+
+def test_dies_of_a_signal_on_rank_1(ranks):
+    ranks.run(check_dies_of_a_signal_on_rank_1)
+
+
 def check_hangs_on_rank_0(ctx: RankContext, seconds: float) -> None:
     if ctx.rank == 0:
         time.sleep(seconds)

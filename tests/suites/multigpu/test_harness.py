@@ -257,6 +257,8 @@ def test_plain_a_rank_raising_before_a_collective_fails_on_the_pg_timeout(plain)
 
 def test_plain_a_dead_or_stuck_rank_fails_the_test_and_is_named_with_where_it_waited(plain):
     expect(plain[1], "test_dies_on_rank_1", "failure", "rank 1 died (exit code 3)")
+    expect(plain[1], "test_dies_of_a_signal_on_rank_1", "failure", "rank 1 died of SIGABRT (exit code -6)",
+           "its threads' stacks as it died:", "in check_dies_of_a_signal_on_rank_1")
     hung = expect(plain[1], "test_hangs_on_rank_0", "failure", "rank 0 was still running", "so it is killed",
                   "its stack when killed:", "in check_hangs_on_rank_0")
     expect(plain[1], "test_hangs_on_rank_0_after_rank_1_fails", "failure", "rank 1 fails on purpose",
