@@ -294,13 +294,15 @@ def anchor(supported: Supported) -> dict[str, str] | None:
 def fill(labels: Composition, like: Composition) -> dict[str, str] | None:
     """``labels`` completed axis by axis: ``like``'s value where the rules still allow it, else the first allowed;
     None where the rules allow none."""
+    wanted = {a.name: labels.get(a.name, like.get(a.name, a.base)) for a in AXES}
+    if not violated(wanted):  # every step below would keep its wanted value: this completion is its witness
+        return wanted
     if not extendable(labels):
         return None
     full = dict(labels)
     for axis in AXES:
         if axis.name not in labels:
-            wanted = like.get(axis.name, axis.base)
-            full[axis.name] = next(v for v in (wanted, *axis.labels) if extendable({**full, axis.name: v}))
+            full[axis.name] = next(v for v in (wanted[axis.name], *axis.labels) if extendable({**full, axis.name: v}))
     return {a.name: full[a.name] for a in AXES}
 
 

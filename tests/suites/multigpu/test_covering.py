@@ -62,10 +62,11 @@ def test_every_pair_an_implementation_can_express_meets_in_rows_stored_for_it(na
             f"{name}'s own rows: got none stored for what it can express here ({own.key}), but should be: "
             "python -m suites.multigpu.covering --write-own")
     ran = [row for row in covering.rows("pairwise") if supported(row)] + covering.for_implementation(supported)
-    got = covering.coverage("pairwise", ran, 2, covering.runnable(supported))
+    can = covering.runnable(supported)
+    got = covering.coverage("pairwise", ran, 2, can)
     assert got.covered == got.expressible, (
         f"{name}: got {got.covered} of the {got.expressible} pairs it can express met, but should be every one")
-    missed = shortfalls(ran, covering.runnable(supported))
+    missed = shortfalls(ran, can)
     assert not missed, f"{name}: got {len(missed)} pairs short, but should be none:\n" + "\n".join(missed[:20])
 
 
