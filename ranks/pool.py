@@ -62,6 +62,7 @@ class WorkerPool:
     def __init__(self, settings: Settings, backend: str) -> None:
         self.settings, self.backend, self.world_size = settings, backend, settings.world_size
         self._dir = tempfile.mkdtemp(prefix=f"ddpc-multigpu-ws{self.world_size}-")
+        self._store = os.path.join(self._dir, "store")  # the ranks' FileStore; their stack files lie beside it
         self._conns: list[Connection] = []
         self._procs: list[multiprocessing.process.BaseProcess] = []
 
@@ -78,7 +79,7 @@ class WorkerPool:
                     rank,
                     self.settings,
                     self.backend,
-                    os.path.join(self._dir, "store"),
+                    self._store,
                     rewrite,
                     child_end,
                     os.getpid(),
@@ -191,7 +192,7 @@ class WorkerPool:
     def _crash(self, rank: int) -> str:
         """The stacks a rank killed by a signal wrote as it died (``faulthandler``), or nothing."""
         try:
-            with open(worker.crash_path(os.path.join(self._dir, "store"), rank)) as f:
+            with open(worker.crash_path(self._store, rank)) as f:
                 text = f.read().rstrip()
         except OSError:
             return ""
@@ -200,7 +201,7 @@ class WorkerPool:
     def _stack(self, rank: int) -> str:
         """Where the live ``rank`` is stuck: the stack it writes on ``worker.STACK_SIGNAL``, or nothing when it
         writes none within a second."""
-        path = worker.stack_path(os.path.join(self._dir, "store"), rank)
+        path = worker.stack_path(self._store, rank)
         try:
             os.kill(self._procs[rank].pid, worker.STACK_SIGNAL)
         except ProcessLookupError:
