@@ -12,14 +12,14 @@ every failing rank's traceback.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch.distributed as dist
 
 from .address import address_of
 from .context import RankContext
 from .joining import join, leave, pick_backend, torchrun_store
-from .outcome import call_check
+from .outcome import Outcome, call_check
 from .pool import PoolError, WorkerPool
 from .startup import Settings, launched_by_torchrun
 from .worker import Task
@@ -28,7 +28,12 @@ _torchrun_ctx: RankContext | None = None
 
 
 class RanksFailed(RuntimeError):
-    """A function failed on one or more ranks; the message holds each failing rank's traceback."""
+    """A function failed on one or more ranks; the message holds each failing rank's traceback, ``failed`` each
+    failing rank's outcome (none where the ranks could not start)."""
+
+    def __init__(self, message: str, failed: Sequence[Outcome] = ()) -> None:
+        super().__init__(message)
+        self.failed = tuple(failed)
 
 
 def torchrun_context(pg_timeout: float = 300.0, device: str = "auto") -> RankContext:
@@ -82,5 +87,5 @@ def _values(outcomes) -> list[Any]:
     failed = [o for o in outcomes if o.kind != "passed"]
     if failed:
         raise RanksFailed("\n".join(f"---------- rank {o.rank}: {o.kind} ----------\n{o.detail.rstrip()}"
-                                    for o in failed))
+                                    for o in failed), failed)
     return [o.value for o in sorted(outcomes, key=lambda o: o.rank)]

@@ -28,7 +28,7 @@ from .outcome import Outcome
 from .startup import Settings
 
 STRAGGLER_GRACE = 5.0
-"""Seconds the other ranks get to answer once one rank has failed a check. A rank that failed before a collective
+"""Seconds the other ranks get to answer once one rank has failed a check or died. A rank that failed before a collective
 leaves its peers waiting in it until the group's timeout (60 s by default): a failing run of a peer whose check
 raised on one rank took 69 s. Past the grace they are killed (the test fails anyway, by the failed rank's
 traceback) and the pool is restarted."""
@@ -101,15 +101,17 @@ class WorkerPool:
             except OSError:
                 pass  # a dead rank; reported below
         replies = self._collect(time.monotonic() + self.settings.rank_timeout, grace=STRAGGLER_GRACE)
-        failed = next((r for r, reply in sorted(replies.items()) if reply.kind == "failed"), None)
+        failed = next((f"rank {r} failed" for r, reply in sorted(replies.items()) if reply.kind == "failed"), None)
+        dead = next((r for r in range(self.world_size) if r not in replies and not self._procs[r].is_alive()), None)
+        failed = failed or (None if dead is None else f"rank {dead} died")
         return [replies.get(rank) or self._unanswered(rank, name, failed) for rank in range(self.world_size)]
 
-    def _unanswered(self, rank: int, name: str, failed: int | None) -> Outcome:
+    def _unanswered(self, rank: int, name: str, failed: str | None) -> Outcome:
         """The outcome of a rank that did not answer: it died, overran --rank-timeout, or was still running when
-        the grace after rank ``failed``'s failure ran out. Its ranks are not reused."""
+        the grace after another rank failed or died (``failed`` says which) ran out. Its ranks are not reused."""
         self._procs[rank].join(0.1)
         if failed is not None and self._procs[rank].exitcode is None:
-            why = (f"rank {rank} was still running {name} {STRAGGLER_GRACE:g} s after rank {failed} failed (waiting, "
+            why = (f"rank {rank} was still running {name} {STRAGGLER_GRACE:g} s after {failed} (waiting, "
                    "most likely, in a collective that rank never joined), so it is killed")
         else:
             why = self._missing(rank, f"running {name}", self.settings.rank_timeout)
@@ -140,12 +142,14 @@ class WorkerPool:
         """Replies by rank until every rank has answered or died, or ``deadline`` passes.
 
         ``stop_on_trouble``: return as soon as one rank dies or answers ``error``. ``grace``: once one rank has
-        answered a failed ``Outcome``, wait at most this long for the others.
+        answered a failed ``Outcome`` or died without answering, wait at most this long for the others.
         """
         replies: dict[int, object] = {}
         pending = set(range(self.world_size))
         while pending:
-            if grace is not None and any(isinstance(r, Outcome) and r.kind == "failed" for r in replies.values()):
+            died = any(r not in replies for r in set(range(self.world_size)) - pending)
+            if grace is not None and (died or any(isinstance(r, Outcome) and r.kind == "failed"
+                                                  for r in replies.values())):
                 deadline, grace = min(deadline, time.monotonic() + grace), None
             waitables = {self._conns[r]: r for r in pending} | {self._procs[r].sentinel: r for r in pending}
             ready = wait(list(waitables), timeout=max(0.0, deadline - time.monotonic()))

@@ -47,8 +47,8 @@ def test_on_a_rank_the_benchmarks_before_a_fault_are_kept_and_none_after_it_runs
 
 
 def test_the_ranks_keep_what_every_rank_finished(three, monkeypatch):
-    def ranks(function, world_size, settings, names, device):
-        return [function(SimpleNamespace(rank=r), settings, names) for r in range(world_size)]
+    def ranks(function, world_size, settings, names, journal, device):
+        return [function(SimpleNamespace(rank=r), settings, names, journal) for r in range(world_size)]
 
     monkeypatch.setattr(suite, "run_on_ranks", ranks)
     done = suite.run_rank_benchmarks(SimpleNamespace(launches=1), 2, progress=lambda _: None)
@@ -85,11 +85,11 @@ def test_a_failed_relaunch_keeps_the_earlier_launches_and_says_which_launch(monk
     monkeypatch.setattr(suite, "first_rank_of_node", lambda ctx: False)
     launches = []
 
-    def ranks(function, world_size, settings, names, device):
+    def ranks(function, world_size, settings, *args, device):
         launches.append(function)
         if len(launches) == 2:
             raise RuntimeError("rank 1 failed\nTraceback (most recent call last):\nValueError: boom")
-        return [function(SimpleNamespace(rank=r), settings, names) for r in range(world_size)]
+        return [function(SimpleNamespace(rank=r), settings, *args) for r in range(world_size)]
 
     monkeypatch.setattr(suite, "run_on_ranks", ranks)
     done = suite.run_rank_benchmarks(SimpleNamespace(launches=3), 2, progress=lambda _: None)
@@ -98,3 +98,65 @@ def test_a_failed_relaunch_keeps_the_earlier_launches_and_says_which_launch(monk
     assert fault.relaunch == 2 and fault.error.startswith("RuntimeError: ValueError: boom"), fault
     [line] = [line for line in decide(results(benchmark_faults=(fault,)), False).lines if line.kind == "benchmarks"]
     assert "launch 2" in line.text and "earlier launches' kept" in line.text, line.text
+
+
+class Died(BaseException):
+    """A rank's process dying: no ``except Exception`` on the rank sees it."""
+
+
+def _ranks_that_die(launches: list, fail_at_start: int | None = None):
+    """``run_on_ranks`` over the ranks one after another in this process: a ``Died`` ends the launch as the pool
+    reports a rank killed by a signal; launch ``fail_at_start`` fails before any rank begins."""
+    from ranks import RanksFailed
+    from ranks.outcome import Outcome
+
+    def ranks(function, world_size, settings, names, journal, device):
+        launches.append(list(names))
+        if len(launches) == fail_at_start:
+            raise RanksFailed("could not start rank 0 of 2")
+        out = []
+        for rank in range(world_size):
+            try:
+                out.append(function(SimpleNamespace(rank=rank), settings, names, journal))
+            except Died:
+                detail = f"rank {rank} died of SIGABRT (exit code -6) while running the benchmarks\nits stacks"
+                raise RanksFailed(detail, [Outcome.failed(rank, detail, broke_group=True)]) from None
+        return out
+    return ranks
+
+
+@dataclass(frozen=True)
+class Dies(Fake):
+    def run(self, ctx, settings) -> list:
+        if ctx.rank == 1:
+            raise Died
+        return [self.name]
+
+
+def test_a_rank_that_dies_keeps_what_finished_and_fresh_ranks_run_the_rest(monkeypatch):
+    monkeypatch.setattr(suite, "BENCHMARKS", [Fake("first"), Dies("dying"), Fake("last")])
+    monkeypatch.setattr(suite, "first_rank_of_node", lambda ctx: False)
+    launches: list = []
+    monkeypatch.setattr(suite, "run_on_ranks", _ranks_that_die(launches))
+    done = suite.run_rank_benchmarks(SimpleNamespace(launches=1), 2, progress=lambda _: None)
+    assert launches == [["first", "dying", "last"], ["last"]], launches
+    assert done["first"] == ["first"] and done["last"] == ["last"] and "dying" not in done, done
+    [fault] = done["faults"]
+    assert (fault.benchmark, fault.rank, fault.skipped) == ("dying", 1, ()), fault
+    assert fault.error.startswith("RanksFailed: rank 1 died of SIGABRT"), fault.error
+
+
+@pytest.mark.parametrize("fail_at_start", [1, 2])
+def test_ranks_that_fail_before_any_benchmark(monkeypatch, fail_at_start):
+    # the first launch: nothing finished, so the job fails as it did; a relaunch: what finished before is kept
+    monkeypatch.setattr(suite, "BENCHMARKS", [Dies("dying"), Fake("next"), Fake("last")])
+    monkeypatch.setattr(suite, "first_rank_of_node", lambda ctx: False)
+    launches: list = []
+    monkeypatch.setattr(suite, "run_on_ranks", _ranks_that_die(launches, fail_at_start))
+    if fail_at_start == 1:
+        with pytest.raises(RuntimeError, match="could not start"):
+            suite.run_rank_benchmarks(SimpleNamespace(launches=1), 2, progress=lambda _: None)
+        return
+    done = suite.run_rank_benchmarks(SimpleNamespace(launches=1), 2, progress=lambda _: None)
+    assert launches == [["dying", "next", "last"], ["next", "last"]], launches
+    assert [(f.benchmark, f.skipped) for f in done["faults"]] == [("dying", ()), ("next", ("last",))], done

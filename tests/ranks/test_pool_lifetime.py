@@ -1,5 +1,6 @@
 """A rank never outlives the job that started it, whenever the job dies."""
 
+import os
 import subprocess
 import sys
 import time
@@ -41,3 +42,26 @@ def test_a_rank_waiting_to_join_ends_with_the_job(tmp_path):
         time.sleep(0.2)
     assert not alive(rank), (f"rank {rank} still alive 15 s after its job died, but should end with it "
                               "(it waits to join until the startup timeout)")
+
+
+def _dies_on_rank_1_while_rank_0_waits(ctx) -> None:
+    import torch.distributed as dist
+
+    if ctx.rank == 1:
+        os.abort()
+    dist.new_group(backend="gloo")  # rank 0 waits in the store for rank 1 to join, until the group's timeout
+
+
+def test_a_rank_that_dies_ends_the_others_wait_after_the_grace_not_the_timeout():
+    from ranks import RanksFailed, run_on_ranks
+    from ranks.pool import STRAGGLER_GRACE
+
+    start = time.monotonic()
+    with pytest.raises(RanksFailed) as failed:
+        run_on_ranks(_dies_on_rank_1_while_rank_0_waits, 2, timeout=120.0, pg_timeout=60.0)
+    seconds = time.monotonic() - start
+    by_rank = {o.rank: o.detail for o in failed.value.failed}
+    assert "rank 1 died of SIGABRT" in by_rank[1], by_rank
+    assert "rank 0 was still running" in by_rank[0] and "after rank 1 died" in by_rank[0], by_rank
+    assert seconds < 30, (f"got {seconds:.0f} s, but rank 0 should be killed {STRAGGLER_GRACE:g} s after rank 1 "
+                          "died, not wait out the 60 s group timeout")
