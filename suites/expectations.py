@@ -15,6 +15,11 @@ Format::
     unless = ["*ep2*"]      # optional: tests these patterns match are left out (where a region of the
                             # compositions holds some that pass)
 
+A variant with findings of its own keeps its own list and names the lists
+whose entries still apply to it (its parent's) in a top-level ``include``::
+
+    include = ["torch"]     # torch.toml's entries first, then this list's
+
 ``versions`` takes PEP 440 specifiers: an entry with it applies only when the
 implementation's version satisfies them, so one list serves several releases
 of a peer. An entry that matches no collected test draws a warning, so stale
@@ -65,13 +70,24 @@ class Expectation:
 
 
 def load_expectations(impl_name: str, directory: Path = EXPECTATIONS_DIR, *,
-                      version: str | None = None) -> list[Expectation]:
-    """The entries for ``impl_name``; with ``version``, only those that apply to it."""
+                      version: str | None = None, _including: tuple[str, ...] = ()) -> list[Expectation]:
+    """The entries for ``impl_name``, those of the lists it includes first; with ``version``, only those that
+    apply to it."""
     path = directory / f"{impl_name}.toml"
     if not path.exists():
+        if _including:
+            raise ValueError(f"{directory / (_including[-1] + '.toml')}: include names {impl_name!r}, but should "
+                             f"name a list in {directory}: {path.name} does not exist")
         return []
     data = tomllib.loads(path.read_text())
-    entries = []
+    include = data.get("include", [])
+    if not isinstance(include, list) or not all(isinstance(n, str) and n for n in include):
+        raise ValueError(f"{path}: include is {include!r}, but should be a list of the names of other lists")
+    if impl_name in _including or impl_name in include:
+        raise ValueError(f"{path}: include makes a cycle ({' -> '.join((*_including, impl_name))}), but a list "
+                         "should include only lists that do not include it")
+    entries = [e for name in include
+               for e in load_expectations(name, directory, version=version, _including=(*_including, impl_name))]
     for kind in ("skip", "xfail"):
         for i, entry in enumerate(data.get(kind, [])):
             if not entry.get("test") or not entry.get("reason"):
@@ -94,7 +110,7 @@ def load_expectations(impl_name: str, directory: Path = EXPECTATIONS_DIR, *,
             if not isinstance(unless, list) or not all(isinstance(u, str) and u for u in unless):
                 raise ValueError(f"{path}: {kind}[{i}] unless is {unless!r}, but should be a list of test patterns")
             entries.append(Expectation(kind, entry["test"], entry["reason"], versions, run, tuple(unless)))
-    unknown = set(data) - {"skip", "xfail"}
+    unknown = set(data) - {"include", "skip", "xfail"}
     if unknown:
-        raise ValueError(f"{path}: got tables {sorted(unknown)}, but should only have skip, xfail")
+        raise ValueError(f"{path}: got tables {sorted(unknown)}, but should only have include, skip, xfail")
     return [e for e in entries if version is None or e.applies_to(version)]

@@ -70,7 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--case and --compositions none: got both, but --case runs a composition")
     try:
         config._ddpc_composition = space.parse_case(spelled) if spelled is not None else None
-        covering.stored()  # a stale file is refused before anything runs
+        if spelled is None and config.getoption("compositions") != "none":
+            covering.stored()  # a stale file is refused before anything runs; one composition or none needs none
     except ValueError as exc:
         raise pytest.UsageError(f"--case: {exc}" if spelled is not None and "compositions.json" not in str(exc)
                                 else str(exc)) from exc

@@ -97,8 +97,10 @@ def check_buckets_as_declared(ctx, case: Case) -> None:
         dtype = str(layout.grad_dtype).removeprefix("torch.")
         want = [end - start for start, end in layout.bucket_indices]
         got = [t.numel for t in inputs if t.dtype == dtype]
+        others = {t.dtype for t in inputs} - {dtype}
+        seen = "".join(f"; reduced in {o}: {[t.numel for t in inputs if t.dtype == o]}" for o in sorted(others))
         assert got == want, (f"{dtype} buckets reduced in one step, in launch order: got sizes {got}, but should be "
-                             f"the declared buckets {want} (bucket 0, with the last params, first)")
+                             f"the declared buckets {want} (bucket 0, with the last params, first){seen}")
     for buf in side.ddp.buffers:
         base = buf.grad_data
         mine = [t for t in inputs if t.storage == base.untyped_storage().data_ptr()]

@@ -86,3 +86,15 @@ def test_unless_leaves_out_the_tests_of_a_region_that_pass(tmp_path):
     (tmp_path / "y.toml").write_text('[[xfail]]\ntest = "t.py::c"\nunless = "*x*"\nreason = "r"\n')
     with pytest.raises(ValueError, match="unless is '\\*x\\*', but should be a list of test patterns"):
         load_expectations("y", tmp_path)
+
+
+def test_a_list_includes_the_lists_it_names_first_and_refuses_a_cycle_or_a_missing_one(tmp_path):
+    (tmp_path / "parent.toml").write_text('[[xfail]]\ntest = "a"\nreason = "the parent\'s finding"\n')
+    (tmp_path / "child.toml").write_text('include = ["parent"]\n\n[[xfail]]\ntest = "b"\nreason = "its own"\n')
+    assert [e.test for e in load_expectations("child", tmp_path)] == ["a", "b"]
+    (tmp_path / "parent.toml").write_text('include = ["child"]\n')
+    with pytest.raises(ValueError, match=r"include makes a cycle \(child -> parent -> child\)"):
+        load_expectations("child", tmp_path)
+    (tmp_path / "child.toml").write_text('include = ["gone"]\n')
+    with pytest.raises(ValueError, match=r"include names 'gone', but should name a list"):
+        load_expectations("child", tmp_path)

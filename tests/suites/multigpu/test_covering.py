@@ -84,3 +84,17 @@ def test_the_padding_policies_leave_every_rank_but_the_first_padding_only(policy
                        for b in range(buffer.num_buckets) for lo, hi in [buffer.owned_range(b, rank)]
                        for start, end, owner in buffer.param_index_map.values() if owner == b)
             assert held == 0, f"{policy} at dp {dp}: rank {rank} holds {held} param elements, but should hold none"
+
+
+def test_a_stale_file_refuses_the_compositions_but_not_one_composition_or_none(monkeypatch, capfd):
+    # a new axis' value runs as one line (--case) and the named tests run, before the arrays are regenerated
+    from tests.pytest_run import run_pytest
+
+    monkeypatch.setattr(covering, "fingerprint", lambda: "another-space")
+    monkeypatch.setattr(covering, "stored", covering.stored.__wrapped__)  # not the file as read before
+    whole = run_pytest("suites/multigpu/test_compositions.py", "--collect-only", "-q", in_process=True)
+    refusal = whole.stdout + whole.stderr + capfd.readouterr().err
+    assert whole.returncode == pytest.ExitCode.USAGE_ERROR and "should be for another-space" in refusal, refusal
+    for args in (["--compositions=none"], ["--case", "world=2"]):
+        one = run_pytest("suites/multigpu/test_compositions.py", "--collect-only", "-q", *args, in_process=True)
+        assert one.returncode == 0, (args, one.stdout[-1500:], one.stderr[-1500:])
