@@ -54,10 +54,13 @@ LINES = (
     # priming of 0.4.0-0.6.1 (issue #5974); 0.6.1 the newest.
     Line("megatron-fsdp", ("0.2.3", "0.3.1", "0.4.0", "0.6.1"),
          (Check("megatron-fsdp"), Check("megatron-fsdp-no-shard"))),
-    # The offload finding and round_robin_gradients' reads, back to the 0.17 line.
+    # The offload finding, round_robin_gradients' reads and the BF16_Optimizer's accumulation (PR #7985, 0.18.x),
+    # back to the 0.17 line.
     Line("deepspeed", ("0.17.6", "0.18.6", "0.19.8"),
          (Check("deepspeed"),
           Check("deepspeed-offload", ("--case", "clip=l2,loss=per-token")),
+          Check("deepspeed-bf16", ("--case", "overlap=off,bucket=one,microbatches=2,precision=bf16-fp32-grads")),
+          Check("deepspeed-bf16", ("--case", "overlap=off,bucket=one,precision=bf16-fp32-grads,loss=per-token")),
           Check("deepspeed-round-robin",
                 ("--compositions=none", "--only", "*test_grad_sync_matches_torch_ddp?allreduce-overlap-tiny?")))),
 )

@@ -20,6 +20,7 @@ REGISTRY: dict[str, str] = {
     "replicate": "suites.impls.replicate",
     "deepspeed": "suites.impls.deepspeed",
     "deepspeed-zero1": "suites.impls.deepspeed:zero1",
+    "deepspeed-bf16": "suites.impls.deepspeed:bf16_fp32_accumulation",
     "deepspeed-zero3": "suites.impls.deepspeed:zero3",
     "deepspeed-round-robin": "suites.impls.deepspeed:round_robin",
     "deepspeed-offload": "suites.impls.deepspeed:offload",

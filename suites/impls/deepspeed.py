@@ -171,7 +171,15 @@ class DeepSpeedDDP(GradsInParamsDDP):
 
     @contextlib.contextmanager
     def no_sync(self):
-        """Grads stay local until ``finish_grad_sync``, which reduces them in one pass."""
+        """Grads stay local until ``finish_grad_sync``, which reduces them in one pass; through the engine's
+        boundary, the backward after the last ``no_sync`` is the boundary, which reduces them."""
+        if self.impl.boundary:
+            self.engine.set_gradient_accumulation_boundary(False)
+            try:
+                yield
+            finally:
+                self.engine.set_gradient_accumulation_boundary(True)
+            return
         if self._accumulation is None:
             stack = contextlib.ExitStack()
             stack.enter_context(self.engine.coalesce_grad_reduction())
@@ -264,8 +272,11 @@ def collective_points() -> list:
 
 class DeepSpeedImplementation(Declared):
     def __init__(self, stage: int, zero_options: dict | None = None, name: str | None = None,
-                 expectations: str | None = None, engine_options: dict | None = None) -> None:
-        """``zero_options`` join the config's ``zero_optimization``, ``engine_options`` its top level."""
+                 expectations: str | None = None, engine_options: dict | None = None,
+                 lacks: tuple[Lack, ...] | None = None, boundary: bool = False) -> None:
+        """``zero_options`` join the config's ``zero_optimization``, ``engine_options`` its top level; ``lacks``
+        replaces the stage's table; ``boundary``: microbatches accumulate through the engine's own boundary
+        (``set_gradient_accumulation_boundary``), else in one coalesced reduction."""
         if stage not in STAGE_LACKS:
             raise ValueError(f"stage: got {stage!r}, but should be one of {sorted(STAGE_LACKS)}")
         self.stage = stage
@@ -273,7 +284,8 @@ class DeepSpeedImplementation(Declared):
         self.engine_options = dict(engine_options or {})
         self.name = name or STAGES[stage]
         self.expectations = expectations or self.name  # fixtures/expectations/<this>.toml
-        self.lacks = STAGE_LACKS[stage] + _common_lacks(stage)
+        self.lacks = STAGE_LACKS[stage] + _common_lacks(stage) if lacks is None else lacks
+        self.boundary = boundary
         try:
             self.version = importlib.metadata.version("deepspeed")
             import deepspeed  # noqa: F401
@@ -417,6 +429,17 @@ def _stand_in_optimizer(params) -> torch.optim.Optimizer:
 
 implementation = DeepSpeedImplementation(2)
 zero1 = DeepSpeedImplementation(1)
+# bf16 params under ZeRO-1 with fp32 grad accumulation: DeepSpeed's BF16_Optimizer, which accumulates each
+# microbatch's bf16 grads into fp32 grads and all-reduces those at the engine's accumulation boundary; what it
+# does is what grad_reduce_in_fp32 asks, and nothing else (docs/peers.md, DeepSpeed PR #7985)
+bf16_fp32_accumulation = DeepSpeedImplementation(
+    1, name="deepspeed-bf16", boundary=True,
+    engine_options={"data_types": {"grad_accum_dtype": "fp32"}, "communication_data_type": "fp32"},
+    lacks=(*STAGE_LACKS[1], *(lack for lack in _common_lacks(1) if lack.what != "grad_reduce_in_fp32"),
+           Lack("grad_reduce_in_fp32=False", "DeepSpeed's BF16_Optimizer accumulates and all-reduces fp32 grads "
+                                             "(data_types.grad_accum_dtype fp32, runtime/bf16_optimizer.py "
+                                             "_update_hp_grad): it runs the configurations that ask for fp32 "
+                                             "grads")))
 zero3 = DeepSpeedImplementation(3, expectations="deepspeed")
 round_robin = DeepSpeedImplementation(2, {"round_robin_gradients": True}, name="deepspeed-round-robin")
 # ZeRO-2 with its optimizer offloaded to the CPU, stepping the suite's torch optimizer there (DeepSpeedCPUAdam would

@@ -279,16 +279,22 @@ def pairwise(optimize_ms: int = 0) -> list[dict[str, str]]:
 
 def anchor(supported: Supported) -> dict[str, str] | None:
     """A composition the implementation supports, near the base: the base, else one change from it, else the
-    stored composition of fewest moved axes it supports; what a partial composition's free axes are filled from.
-    None where it supports none of them."""
+    stored composition of fewest moved axes it supports, else two changes from the base (a variant that runs
+    only beside two moved values, as fp32 grads without overlap); what a partial composition's free axes are
+    filled from. None where it supports none of them."""
     if supported(BASE):
         return dict(BASE)
-    changes = (fill({a.name: v}, BASE) for a in AXES for v in a.labels if v != a.base)
+    moves = [(a.name, v) for a in AXES for v in a.labels if v != a.base]
+    changes = (fill({a: v}, BASE) for a, v in moves)
     found = next((c for c in changes if c is not None and supported(c)), None)
     if found is not None:
         return found
     stored_rows = sorted(rows("pairwise") + rows("triples"), key=lambda r: len(moved(r)))
-    return next((r for r in stored_rows if supported(r)), None)
+    found = next((r for r in stored_rows if supported(r)), None)
+    if found is not None:
+        return found
+    pairs = (fill(dict(pair), BASE) for pair in itertools.combinations(moves, 2) if pair[0][0] != pair[1][0])
+    return next((c for c in pairs if c is not None and supported(c)), None)
 
 
 def fill(labels: Composition, like: Composition) -> dict[str, str] | None:

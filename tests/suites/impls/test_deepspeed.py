@@ -4,6 +4,7 @@ The mapping and skip checks need no DeepSpeed; the rest skip with the reason
 when it is not installed.
 """
 
+import contextlib
 import copy
 import time
 
@@ -12,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from reference.config import DDPConfig
-from suites.impls.deepspeed import SHM_OP, implementation as zero2, round_robin, zero1, zero3
+from suites.impls.deepspeed import SHM_OP, bf16_fp32_accumulation, implementation as zero2, round_robin, zero1, zero3
 from suites.impls.support import why_not
 from suites.multigpu.models import batch, loss_fn, make_model
 
@@ -55,6 +56,16 @@ def test_unsupported_names_the_knob_and_what_zero_does(peer, config, knob):
     reason = why_not(installed(peer), config)
     assert reason and reason.startswith(f"{knob}: "), f"{peer.name}: got {reason!r}, but should name {knob}"
     assert "ZeRO" in reason, f"{peer.name}: got {reason!r}, but should say what ZeRO does instead"
+
+
+def test_the_bf16_optimizer_variant_runs_only_what_asks_for_fp32_grads():
+    bf16 = make_model(dtype=torch.bfloat16)
+    ds = bf16_fp32_accumulation.engine_config(bf16, DDPConfig(grad_reduce_in_fp32=True), None)
+    assert ds["data_types"] == {"grad_accum_dtype": "fp32"} and ds["communication_data_type"] == "fp32", ds
+    assert ds["zero_optimization"]["stage"] == 1, ds
+    assert why_not(installed(bf16_fp32_accumulation), DDPConfig(grad_reduce_in_fp32=True)) is None
+    reason = why_not(installed(bf16_fp32_accumulation), DDPConfig())
+    assert reason and reason.startswith("grad_reduce_in_fp32=False: "), reason
 
 
 def test_each_stage_runs_what_it_can_express():
@@ -116,6 +127,22 @@ def check_no_op_is_built(ctx) -> None:
     assert took < FAST, f"first initialize and step: got {took:.1f}s, but should be under {FAST}s (no C++ build)"
 
 
+def check_bf16_optimizer_steps_by_the_reduced_sum_of_microbatches(ctx) -> tuple[str, list[float]]:
+    """Zero weights, lr 1, a sum loss: every weight's step is the mean over ranks of its microbatches' summed
+    inputs, 26 here (0.18.x gives each rank's partition its own last microbatch: 25 and 27)."""
+    model = torch.nn.Linear(8, 4, bias=False).to(torch.bfloat16)
+    torch.nn.init.zeros_(model.weight)
+    ddp = bf16_fp32_accumulation.wrap(model, DDPConfig(grad_reduce_in_fp32=True), ctx.group, ctx.control_group)
+    optimizer = bf16_fp32_accumulation.make_optimizer(ddp, lambda ps: torch.optim.SGD(ps, lr=1.0))
+    for microbatch in range(2):  # rows of 1 + rank + 10 * microbatch: 2 (2 rank + 12) summed, 26 on average
+        inputs = torch.full((2, 8), 1.0 + ctx.rank + 10 * microbatch, dtype=torch.bfloat16)
+        with ddp.no_sync() if microbatch == 0 else contextlib.nullcontext():
+            ddp(inputs).sum().backward()
+    ddp.finish_grad_sync()
+    optimizer.step()
+    return type(ddp.engine.optimizer).__name__, sorted(set((-model.weight.detach().float()).flatten().tolist()))
+
+
 def check_make_optimizer_after_forward_is_refused(ctx) -> str:
     ddp = zero2.wrap(make_model(), DDPConfig(overlap_grad_reduce=True), ctx.group, ctx.control_group)
     ddp(batch(1, 0, 0, ctx.rank)[0])
@@ -153,6 +180,13 @@ def test_zero3_params_are_partitioned_and_read_whole(ranks):
 def test_zero3_keeps_its_linear_to_its_forward(ranks):
     """DeepSpeed replaces torch.nn.functional.linear process-wide; other models must not run it."""
     ranks.run(check_zero3_keeps_its_linear_to_its_forward)
+
+
+@needs_deepspeed
+def test_the_bf16_optimizer_accumulates_microbatches_through_the_engines_boundary(ranks):
+    for optimizer, steps in ranks.run(check_bf16_optimizer_steps_by_the_reduced_sum_of_microbatches):
+        assert optimizer == "BF16_Optimizer", f"the engine's optimizer: got {optimizer}, but should be BF16_Optimizer"
+        assert steps == [26.0], f"the steps: got {steps}, but should be 26 for every weight (the reduced sum)"
 
 
 @needs_deepspeed

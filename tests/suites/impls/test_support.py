@@ -45,6 +45,7 @@ BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capab
     "replicate": DDP_AND_OPTIMIZER,
     "deepspeed": DDP_AND_OPTIMIZER,
     "deepspeed-zero1": DDP_AND_OPTIMIZER,
+    "deepspeed-bf16": DDP_AND_OPTIMIZER,
     "deepspeed-zero3": DDP_AND_OPTIMIZER,
     "deepspeed-round-robin": DDP_AND_OPTIMIZER,
     "deepspeed-offload": DDP_AND_OPTIMIZER,
@@ -250,7 +251,7 @@ def test_the_adapters_have_the_optional_members_they_had():
 
 
 SHARED = {"torch-bucket-view": "torch", "torch-find-unused": "torch", "fsdp2": "fsdp2", "fsdp2-no-reshard": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
-          "deepspeed-zero1": "deepspeed-zero1", "deepspeed-zero3": "deepspeed",
+          "deepspeed-zero1": "deepspeed-zero1", "deepspeed-bf16": "deepspeed-bf16", "deepspeed-zero3": "deepspeed",
           "deepspeed-round-robin": "deepspeed-round-robin", "deepspeed-offload": "deepspeed-offload"}
 """The registered peers with an ``expectations`` attribute, and the list each reads: FSDP2's behaviour is its own
 whatever applies the units; ZeRO-3 shares ZeRO-2's findings; torch DDP's findings hold with bucket views and with the search for unused params."""
