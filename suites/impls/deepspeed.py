@@ -443,6 +443,7 @@ bf16_fp32_accumulation = DeepSpeedImplementation(
 zero3 = DeepSpeedImplementation(3, expectations="deepspeed")
 round_robin = DeepSpeedImplementation(2, {"round_robin_gradients": True}, name="deepspeed-round-robin")
 # ZeRO-2 with its optimizer offloaded to the CPU, stepping the suite's torch optimizer there (DeepSpeedCPUAdam would
-# need a C++ op built), for its finding (docs/peers.md)
+# need a C++ op built), microbatches through the engine's own boundary as offload's users run them, for its
+# findings (docs/peers.md)
 offload = DeepSpeedImplementation(2, {"offload_optimizer": {"device": "cpu"}}, name="deepspeed-offload",
-                                  engine_options={"zero_force_ds_cpu_optimizer": False})
+                                  engine_options={"zero_force_ds_cpu_optimizer": False}, boundary=True)
