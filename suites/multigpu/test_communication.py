@@ -32,7 +32,7 @@ from suites.multigpu.harness import requires_peers
 
 from .cases import MID, TINY, Case, params
 from .observe import declared_layouts, flat_inputs, local_grads, observe_step, requires_observed
-from .training import UnderTest, global_token_count
+from .sides import UnderTest, global_token_count
 
 pytestmark = pytest.mark.requires("ddp")
 

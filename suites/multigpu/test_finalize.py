@@ -13,7 +13,7 @@ from suites.impls import load_implementation
 
 from .cases import Case
 from .bounds import agreed, assert_close, tolerance
-from .training import UnderTest
+from .sides import UnderTest
 
 pytestmark = pytest.mark.requires("optimizer")
 

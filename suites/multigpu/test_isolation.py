@@ -15,7 +15,8 @@ from suites.impls import load_implementation
 from suites.impls.support import why_not
 
 from .cases import Case, params
-from .training import UnderTest, first_step_grads_against_torch_ddp
+from .sides import UnderTest
+from .training import first_step_grads_against_torch_ddp
 
 pytestmark = pytest.mark.requires("ddp")
 

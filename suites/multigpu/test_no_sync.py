@@ -11,7 +11,7 @@ from .cases import Case
 from .bounds import assert_close
 from .observe import requires_observed, watching
 from .models import batch, loss_fn, make_model
-from .training import UnderTest, owned_grad_pairs
+from .sides import UnderTest, owned_grad_pairs
 
 pytestmark = pytest.mark.requires("ddp")
 

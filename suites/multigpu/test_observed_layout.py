@@ -25,7 +25,7 @@ from suites.layout.assertions import is_distributed
 
 from .cases import TINY, Case, params
 from .observe import declared_layouts
-from .training import UnderTest
+from .sides import UnderTest
 
 pytestmark = pytest.mark.requires("ddp")
 

@@ -15,7 +15,7 @@ from suites.multigpu.harness import requires_peers
 
 from .cases import TINY, Case
 from .observe import observe_step, requires_observed
-from .training import UnderTest, global_token_count
+from .sides import UnderTest, global_token_count
 
 pytestmark = pytest.mark.requires("ddp")
 

@@ -28,7 +28,7 @@ from suites.impls import load_implementation
 from .cases import Case, params
 from .bounds import agreed, assert_close
 from .models import batch, loss_fn, make_model
-from .training import UnderTest, local_model
+from .sides import UnderTest, local_model
 
 pytestmark = pytest.mark.requires("ddp")
 

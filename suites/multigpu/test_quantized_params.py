@@ -37,7 +37,7 @@ from .models import held_quantized
 from .moe import Topology
 from .cases import MID, Case, params
 from .bounds import agreed
-from .training import UnderTest, global_token_count
+from .sides import UnderTest, global_token_count
 
 pytestmark = pytest.mark.requires("ddp", "optimizer")
 

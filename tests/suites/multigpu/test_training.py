@@ -1,4 +1,4 @@
-"""The two sides of suites/multigpu/training.py behind one interface: one loop trains both, not asking which.
+"""The two sides of suites/multigpu/sides.py behind one interface: one loop trains both, not asking which.
 
 The implementation under test (the reference here) and the torch DDP oracle train a per-token-loss case over
 microbatches, where the two sides differ most (torch DDP averages over ranks, so its side rescales its
@@ -10,7 +10,7 @@ import pytest
 from suites.impls import load_implementation
 from suites.multigpu.cases import BY_NAME
 from suites.multigpu.models import loss_fn
-from suites.multigpu.training import Side, TorchDDPOracle, UnderTest, global_token_count
+from suites.multigpu.sides import Side, TorchDDPOracle, UnderTest, global_token_count
 
 CASE = BY_NAME["allreduce-num-tokens"]
 
