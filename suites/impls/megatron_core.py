@@ -83,11 +83,13 @@ LACKS = (
 )
 
 
-QUANTIZED = tuple(Lack(knob, "megatron-core holds quantized params only as Transformer Engine tensors: "
-                             "fp8_utils.py is_float8tensor and is_mxfp8tensor (:122-136 in 0.19.2) are False "
-                             "without TE, whose quantized tensors need CUDA; the adapter does not stand the "
-                             "suite's emulated params in for them (docs/peers.md)")
-                  for knob in ("fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag"))
+UNHONOURED = tuple(Lack(knob, "megatron-core holds quantized params only as Transformer Engine tensors: "
+                              "fp8_utils.py is_float8tensor and is_mxfp8tensor (:122-136 in 0.19.2) are False "
+                              "without TE, whose quantized tensors need CUDA; the adapter does not stand the "
+                              "suite's emulated params in for them (docs/peers.md)")
+                   for knob in ("fp8_param_gather", "reuse_grad_buf_for_mxfp8_param_ag"))
+"""Knobs the installed megatron-core has that the path the adapter wraps cannot honour here, a ``Lack`` row each
+(a field only another path reads, as Megatron-FSDP's, belongs here too); every other knob it has is passed on."""
 
 
 class MegatronDDP(ForwardingDDP):
@@ -218,8 +220,8 @@ class MegatronCoreImplementation(Declared):
         self._pgb = pgb
         self._config_cls = DistributedDataParallelConfig
         self._reduce_scatter_at_import = pgb.dist_reduce_scatter_func
-        self.lacks = (LACKS + QUANTIZED
-                      + unmapped(upstream_knobs() | {row.what for row in QUANTIZED},
+        self.lacks = (LACKS + UNHONOURED
+                      + unmapped(upstream_knobs() | {row.what for row in UNHONOURED},
                                  f"megatron-core {self.version} has no such config field or finish_grad_sync argument"))
 
     def reset_process_state(self) -> None:
