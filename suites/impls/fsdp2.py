@@ -161,11 +161,13 @@ class FSDP2Implementation(Declared):
     """FSDP2, or another wrapper built on its machinery: ``apply(module, mesh=...)`` makes a unit."""
 
     version = torch.__version__
-    expectations = "fsdp2"  # FSDP2's own behaviour, whatever applies the units
 
     def __init__(self, name: str = "fsdp2", apply=fully_shard, lacks: tuple[Lack, ...] = LACKS,
-                 unavailable: str | None = None) -> None:
+                 unavailable: str | None = None, expectations: str = "fsdp2") -> None:
+        """``expectations``: the list it reads, FSDP2's own behaviour whatever applies the units; a variant with
+        findings of its own names its own (which may include FSDP2's)."""
         self.name, self.apply, self.lacks, self.unavailable = name, apply, lacks, unavailable
+        self.expectations = expectations
 
     def wrap(self, module, config: DDPConfig, group, agreement_group=None, expert_group=None) -> FSDP2DDP:
         refuse_unsupported(self, config)

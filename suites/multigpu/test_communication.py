@@ -79,11 +79,13 @@ def check_each_element_reduced_once(ctx, case: Case) -> str:
                 abs(got_sum - factor * want_sum) <= 1e-5 * factor * scale:
             return pattern
     implied = math.sqrt(got_squares / want_squares) if want_squares else math.inf
+    dtypes = sorted({t.dtype for c in reductions for t in c.inputs})
     raise AssertionError(
-        f"what one step reduced ({len(reductions)} {op} reductions): got sum {got_sum:.6g} and sum of squares "
+        f"what one step reduced ({len(reductions)} {op} reductions in {', '.join(dtypes)}): got sum {got_sum:.6g} and sum of squares "
         f"{got_squares:.6g}, but should be this rank's own gradients (sum {want_sum:.6g}, squares "
         f"{want_squares:.6g}) scaled by {' or '.join(f'{f:.4g} ({p})' for p, f in factors.items())}: every "
-        f"element reduced exactly once. The squares imply a scaling of {implied:.4g}")
+        f"element reduced exactly once. The squares imply a scaling of {implied:.4g} (a reduction in a narrower dtype than "
+        f"the grads' rounds them: a scaling within its precision of 1 is that)")
 
 
 def check_buckets_as_declared(ctx, case: Case) -> None:
