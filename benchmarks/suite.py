@@ -110,6 +110,8 @@ def _launch(settings: BenchSettings, world_size: int, names: list[str], device: 
         try:
             per_rank = run_on_ranks(_on_every_rank, world_size, settings, names, journal, device=device)
         except RanksFailed as exc:
+            if launched_by_torchrun():
+                raise  # torchrun's ranks are this job's own: none are fresh, and each keeps a journal of its own
             print(f"[benchmarks] the ranks failed:\n{exc}", file=sys.stderr, flush=True)
             kept, died_in = _salvaged(journal, names, world_size)
             if died_in is None and not kept:

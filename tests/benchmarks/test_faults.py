@@ -146,6 +146,17 @@ def test_a_rank_that_dies_keeps_what_finished_and_fresh_ranks_run_the_rest(monke
     assert fault.error.startswith("RanksFailed: rank 1 died of SIGABRT"), fault.error
 
 
+def test_under_torchrun_a_rank_that_dies_still_ends_the_job(monkeypatch):
+    monkeypatch.setattr(suite, "BENCHMARKS", [Fake("first"), Dies("dying"), Fake("last")])
+    monkeypatch.setattr(suite, "first_rank_of_node", lambda ctx: False)
+    monkeypatch.setattr(suite, "launched_by_torchrun", lambda: True)
+    launches: list = []
+    monkeypatch.setattr(suite, "run_on_ranks", _ranks_that_die(launches))
+    with pytest.raises(RuntimeError, match="rank 1 died of SIGABRT"):
+        suite.run_rank_benchmarks(SimpleNamespace(launches=1), 2, progress=lambda _: None)
+    assert launches == [["first", "dying", "last"]], launches
+
+
 @pytest.mark.parametrize("fail_at_start", [1, 2])
 def test_ranks_that_fail_before_any_benchmark(monkeypatch, fail_at_start):
     # the first launch: nothing finished, so the job fails as it did; a relaunch: what finished before is kept
