@@ -92,10 +92,8 @@ def _note(journal: str | None, rank: int, event: str, name: str, records=None) -
 def _salvaged(journal: str, names: Sequence[str], world_size: int) -> tuple[dict, str | None]:
     """From the journal of a launch a rank died in: ``{name: records}`` of the benchmarks every rank finished,
     and the first one some rank started but not every rank finished (None: it died outside every benchmark)."""
-    events = [set() for _ in range(world_size)]
-    for rank in range(world_size):
-        path = Path(journal) / f"rank-{rank}"
-        events[rank] = set(path.read_text().splitlines()) if path.exists() else set()
+    paths = [Path(journal) / f"rank-{rank}" for rank in range(world_size)]
+    events = [set(path.read_text().splitlines()) if path.exists() else set() for path in paths]
     finished = [n for n in names if all(f"done {n}" in e for e in events)]
     died_in = next((n for n in names if n not in finished and any(f"start {n}" in e for e in events)), None)
     return {n: pickle.loads((Path(journal) / f"{n}.pickle").read_bytes()) for n in finished}, died_in
