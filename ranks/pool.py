@@ -28,9 +28,9 @@ from .outcome import Outcome
 from .startup import Settings
 
 STRAGGLER_GRACE = 5.0
-"""Seconds the other ranks get to answer once one rank has failed a check or died. A rank that failed before a collective
-leaves its peers waiting in it until the group's timeout (60 s by default): a failing run of a peer whose check
-raised on one rank took 69 s. Past the grace they are killed (the test fails anyway, by the failed rank's
+"""Seconds the other ranks get to answer once one rank has failed a check or died. A rank that failed (or died)
+before a collective leaves its peers waiting in it until the group's timeout (60 s by default): a failing run of a
+peer whose check raised on one rank took 69 s. Past the grace they are killed (the test fails anyway, by the failed rank's
 traceback) and the pool is restarted."""
 PRELOAD = ["ranks.joining", "ranks.worker"]
 """What the server imports before it forks ranks: torch and torch.distributed, through these."""
