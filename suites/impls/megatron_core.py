@@ -239,14 +239,10 @@ class MegatronCoreImplementation(Declared):
 
         refuse_unsupported(self, config)
         knobs = knobs_used(config)
-        ddp_config = self._ddp_config(
-            config,
-            overlap_grad_reduce=config.overlap_grad_reduce,
-            overlap_param_gather=config.overlap_param_gather,
-            average_in_collective=config.average_in_collective,
-            check_for_nan_in_grad=config.check_for_nan_in_grad,
-            **{knob: getattr(config, knob) for knob in knobs},  # the same names upstream
-        )
+        # every field under its own name upstream; a knob listed here too is passed once
+        passed = ("overlap_grad_reduce", "overlap_param_gather", "average_in_collective", "check_for_nan_in_grad",
+                  *knobs)
+        ddp_config = self._ddp_config(config, **{name: getattr(config, name) for name in passed})
         dtypes = {p.dtype for p in module.parameters()}
         transformer_config = TransformerConfig(
             num_layers=1, hidden_size=8, num_attention_heads=1,

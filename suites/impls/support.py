@@ -1,6 +1,6 @@
 """What an implementation does not support, said one way: a table of ``Lack`` rows, each with its reason.
 
-An adapter's ``lacks`` is that table, and every row is one of three kinds,
+An adapter's ``lacks`` is that table, and every row is one of four kinds,
 told apart by what it names:
 
 - a capability level (``protocol.CAPABILITIES``) it does not provide;
@@ -43,7 +43,7 @@ FIELDS = {f.name for config in (LayoutConfig, DDPConfig) for f in dataclasses.fi
 
 @dataclass(frozen=True)
 class Lack:
-    """One thing an implementation does not support, and why (module docstring: the three kinds).
+    """One thing an implementation does not support, and why (module docstring: the four kinds).
 
     ``why`` may quote the field's value as ``{value}`` (``{value!r}``).
     """

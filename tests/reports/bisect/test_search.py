@@ -24,6 +24,7 @@ from tests.pytest_run import ROOT
 SERIES = Path("reports/comparison/series.py")
 MEASURE = ("{python}", "tests/reports/bisect/measure_trend.py", "{out}", str(ROOT / SERIES))
 METRIC = "bisect/change_points_ratio"
+pytestmark = pytest.mark.timing  # the commits' ratios, which a test on the other core would move
 
 
 @pytest.fixture(scope="module")

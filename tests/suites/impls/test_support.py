@@ -33,8 +33,8 @@ from suites.impls.support import Lack, check_table, levels, unmapped, why_not
 
 ALL_LEVELS = {"layout", "buffer", "shards", "validation", "ddp", "expert", "optimizer", "checkpoint"}
 DDP_AND_OPTIMIZER = ({"ddp", "optimizer"}, set())
-BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capabilities and knobs; a new peer: as its
-    # docs say (docs/peers.md), not read off its table
+BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capabilities and knobs; a new peer: the
+    # levels it provides and the knobs it maps, as you know them from its upstream, not read off its table
     "reference": (ALL_LEVELS, set(KNOBS)),
     "torch": ({"layout", "ddp", "checkpoint"}, set()),  # checkpoint: the suite's stepping optimizer saves it
     "torch-static-graph": ({"layout", "ddp", "checkpoint"}, set()),  # registered after the tables: its table's
@@ -76,7 +76,7 @@ def test_every_adapter_provides_what_it_declared_before_its_table(name):
 def test_every_registered_name_is_in_the_table_above():
     missing = sorted(set(REGISTRY) - set(BEFORE))
     assert not missing, (f"registered, but not in BEFORE (tests/suites/impls/test_support.py): {missing}; add a row "
-                         "for each, name: (the levels it provides, the knobs it maps), as its docs say, e.g. "
+                         "for each, name: (the levels it provides, the knobs it maps), as its upstream does, e.g. "
                          f"{missing[0]!r}: ({{'ddp', 'optimizer'}}, set()),")
 
 
