@@ -1,4 +1,4 @@
-"""The megatron-core adapter on its own: on a GPU image, and when upstream's optimizer declines a step.
+"""The megatron-core adapter on its own: on a GPU image, when upstream's optimizer declines a step, and a field passed once.
 
 Upstream's ``ChainedOptimizer.step`` answers ``ok=False`` for a step skipped
 for its grad norm and for one its loss scaler found inf grads in; the first is
@@ -130,3 +130,17 @@ def test_with_apex_installed_the_optimizer_is_torchs(tmp_path):
     for what, classes in got["built"].items():
         assert classes == [want[what.split()[1]]], f"{what}: got {classes}, but should be torch's"
     assert "Apex 9.9 found" in got["header"][0], got["header"]
+
+
+def test_a_knob_that_is_also_a_field_the_adapter_passes_is_passed_once(group, monkeypatch):
+    """A field the adapter passes by name (``check_for_nan_in_grad``) that also becomes a knob reaches upstream's
+    config once, with its value (it was passed twice: a TypeError)."""
+    import torch
+
+    from reference.config import DDPConfig
+    from suites.impls.megatron_core import implementation as megatron
+    from suites.impls.protocol import KNOBS
+
+    monkeypatch.setitem(KNOBS, "check_for_nan_in_grad", "an upstream field that became a knob")
+    ddp = megatron.wrap(torch.nn.Linear(8, 8), DDPConfig(check_for_nan_in_grad=True), group)
+    assert ddp.raw.ddp_config.check_for_nan_in_grad is True
