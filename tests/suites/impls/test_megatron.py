@@ -1,4 +1,4 @@
-"""The megatron-core adapter on its own: on a GPU image, when upstream's optimizer declines a step, and a field passed once.
+"""The megatron-core adapter on its own: on a GPU image, when upstream's optimizer declines a step, a field once.
 
 Upstream's ``ChainedOptimizer.step`` answers ``ok=False`` for a step skipped
 for its grad norm and for one its loss scaler found inf grads in; the first is
