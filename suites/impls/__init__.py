@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "torch-find-unused": "suites.impls.torch_ddp:find_unused",
     "fsdp2": "suites.impls.fsdp2",
     "fsdp2-no-reshard": "suites.impls.fsdp2:keep_unsharded",
+    "fsdp2-hsdp": "suites.impls.fsdp2:hybrid_sharded",
     "replicate": "suites.impls.replicate",
     "deepspeed": "suites.impls.deepspeed",
     "deepspeed-zero1": "suites.impls.deepspeed:zero1",

@@ -43,6 +43,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 from reference.config import DDPConfig
+from reference.reduction_groups import reduce_groups
 
 from .forwarding import GradsInParamsDDP
 from .support import Declared, Lack, no_checkpoint, refuse_unsupported, unmapped
@@ -151,8 +152,10 @@ class FSDP2Optimizer:
 
 
 def _zeros_counted_here(grad: DTensor, rank: int) -> int:
-    """A sharded grad's zeros in this rank's rows; a replicated grad's zeros once, on rank 0."""
-    if any(placement.is_shard() for placement in grad.placements) or rank == 0:
+    """A grad's zeros in this rank's rows where no other rank holds them too: on a mesh dim it is sharded over, every
+    rank counts its own rows; on one it is replicated over (all of a 1-D mesh, or HSDP's replicate dim), the first."""
+    coordinate = grad.device_mesh.get_coordinate()
+    if all(placement.is_shard() or place == 0 for placement, place in zip(grad.placements, coordinate)):
         return int((grad.to_local() == 0).sum())
     return 0
 
@@ -169,24 +172,31 @@ class FSDP2Implementation(Declared):
         self.name, self.apply, self.lacks, self.unavailable = name, apply, lacks, unavailable
         self.expectations = expectations
 
+    def mesh(self, group, device_type: str):
+        """The mesh the units shard over: the group, one dim."""
+        return dist.device_mesh.DeviceMesh.from_group(group, device_type)
+
+    def divide(self, unit: FSDPModule, config: DDPConfig, group) -> None:
+        """How a unit scales its reduced grads. FSDP2 reduce-scatters with AVG by default: average_in_collective.
+        Otherwise it sums and divides by the world size, or (per-token losses, summed) by 1 here and by the token
+        count in finalize_model_grads. A factor other than the group size would need PREMUL_SUM, which gloo lacks;
+        summing then dividing is what FSDP2 does without it."""
+        if not config.average_in_collective:
+            unit.set_force_sum_reduction_for_comms(True)
+        if config.calculate_per_token_loss:
+            unit.set_gradient_divide_factor(1.0)
+
     def wrap(self, module, config: DDPConfig, group, agreement_group=None, expert_group=None) -> FSDP2DDP:
         refuse_unsupported(self, config)
         records = packed_records(module)
-        mesh = dist.device_mesh.DeviceMesh.from_group(group, next(module.parameters()).device.type)
+        mesh = self.mesh(group, next(module.parameters()).device.type)
         for child in _units(module):
             owns = list(child.parameters())
             if owns and not any(getattr(p, "shared_embedding", False) for p in owns):
                 self.apply(child, mesh=mesh)
         self.apply(module, mesh=mesh)
         for unit in (m for m in module.modules() if isinstance(m, FSDPModule)):
-            # FSDP2 reduce-scatters with AVG by default: average_in_collective. Otherwise it sums and
-            # divides by the world size, or (per-token losses, summed) by 1 here and by the token
-            # count in finalize_model_grads. A factor other than the group size would need
-            # PREMUL_SUM, which gloo lacks; summing then dividing is what FSDP2 does without it.
-            if not config.average_in_collective:
-                unit.set_force_sum_reduction_for_comms(True)
-            if config.calculate_per_token_loss:
-                unit.set_gradient_divide_factor(1.0)
+            self.divide(unit, config, group)
         return FSDP2DDP(module, records, group)
 
     steps_in_param_dtype = True
@@ -214,3 +224,37 @@ keep_unsharded = FSDP2Implementation("fsdp2-no-reshard", functools.partial(fully
 """FSDP2 with its own knob ``reshard_after_forward=False`` (``--impl fsdp2-no-reshard``): a unit keeps its gathered
 params from its forward to its backward instead of gathering them again, so the backward runs on the forward's
 all-gather; every value of the common axes meets it in its own rows."""
+
+
+class HybridSharded(FSDP2Implementation):
+    """FSDP2's HSDP (``--impl fsdp2-hsdp``): params sharded within groups of consecutive ranks and replicated across
+    them, on a 2-D mesh (replicate, shard): at four ranks two replicas of two shards, at two or three one shard per
+    replica. A unit's grads are reduce-scattered within its shard group, then all-reduced across the replicas. Where
+    grads are summed, each unit is told the whole group's size as its divide factor (``set_gradient_divide_factor``),
+    the path of pytorch #155903 (fixed by PR #155915, 2025-06): a factor given under HSDP was applied on both dims,
+    averaging twice over the replicas."""
+
+    def __init__(self) -> None:
+        super().__init__("fsdp2-hsdp", expectations="fsdp2-hsdp")
+
+    @staticmethod
+    def replicas(world: int) -> int:
+        return 2 if world >= 4 and world % 2 == 0 else world
+
+    def mesh(self, group, device_type: str):
+        ranks = dist.get_process_group_ranks(group)
+        replicas = self.replicas(len(ranks))
+        if replicas == 1:
+            return super().mesh(group, device_type)
+        groups = reduce_groups(group, replicas)  # the shard groups are consecutive ranks, the replicas strided
+        layout = torch.tensor(ranks).reshape(replicas, len(ranks) // replicas)
+        return dist.device_mesh.DeviceMesh.from_group([groups.across, groups.shard], device_type, mesh=layout,
+                                                      mesh_dim_names=("replicate", "shard"))
+
+    def divide(self, unit: FSDPModule, config: DDPConfig, group) -> None:
+        super().divide(unit, config, group)
+        if not config.average_in_collective and not config.calculate_per_token_loss:
+            unit.set_gradient_divide_factor(float(group.size()))
+
+
+hybrid_sharded = HybridSharded()

@@ -42,6 +42,7 @@ BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capab
     "torch-find-unused": ({"layout", "ddp", "checkpoint"}, set()),  # likewise
     "fsdp2": DDP_AND_OPTIMIZER,
     "fsdp2-no-reshard": DDP_AND_OPTIMIZER,
+    "fsdp2-hsdp": DDP_AND_OPTIMIZER,
     "replicate": DDP_AND_OPTIMIZER,
     "deepspeed": DDP_AND_OPTIMIZER,
     "deepspeed-zero1": DDP_AND_OPTIMIZER,
@@ -249,7 +250,7 @@ def test_the_adapters_have_the_optional_members_they_had():
         "tests/suites/impls/test_support.py")
 
 
-SHARED = {"torch-bucket-view": "torch", "torch-find-unused": "torch", "fsdp2": "fsdp2", "fsdp2-no-reshard": "fsdp2", "replicate": "fsdp2", "deepspeed": "deepspeed",
+SHARED = {"torch-bucket-view": "torch", "torch-find-unused": "torch", "fsdp2": "fsdp2", "fsdp2-no-reshard": "fsdp2", "fsdp2-hsdp": "fsdp2-hsdp", "replicate": "fsdp2", "deepspeed": "deepspeed",
           "deepspeed-zero1": "deepspeed-zero1", "deepspeed-bf16": "deepspeed-bf16", "deepspeed-zero3": "deepspeed",
           "deepspeed-round-robin": "deepspeed-round-robin", "deepspeed-offload": "deepspeed-offload"}
 """The registered peers with an ``expectations`` attribute, and the list each reads: FSDP2's behaviour is its own
