@@ -144,14 +144,13 @@ class FSDP2Optimizer:
 
     def count_zeros(self) -> int:
         """Zero grad elements over the whole model, each once (no padding in FSDP2's rows)."""
-        rank = dist.get_rank(self.ddp.group)
-        local = sum(_zeros_counted_here(p.grad, rank) for p in self.params)
+        local = sum(_zeros_counted_here(p.grad) for p in self.params)
         total = torch.tensor([local], dtype=torch.int64, device=self.params[0].device)
         dist.all_reduce(total, group=self.ddp.group)
         return int(total.item())
 
 
-def _zeros_counted_here(grad: DTensor, rank: int) -> int:
+def _zeros_counted_here(grad: DTensor) -> int:
     """A grad's zeros in this rank's rows where no other rank holds them too: on a mesh dim it is sharded over, every
     rank counts its own rows; on one it is replicated over (all of a 1-D mesh, or HSDP's replicate dim), the first."""
     coordinate = grad.device_mesh.get_coordinate()
