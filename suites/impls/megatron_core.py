@@ -238,10 +238,7 @@ class MegatronCoreImplementation(Declared):
         from megatron.core.transformer import TransformerConfig
 
         refuse_unsupported(self, config)
-        knobs = knobs_used(config)
-        # every field under its own name upstream; a knob listed here too is passed once
-        passed = ("overlap_grad_reduce", "overlap_param_gather", "average_in_collective", "check_for_nan_in_grad",
-                  *knobs)
+        passed = ("overlap_grad_reduce", "overlap_param_gather", "average_in_collective", "check_for_nan_in_grad")
         ddp_config = self._ddp_config(config, **{name: getattr(config, name) for name in passed})
         dtypes = {p.dtype for p in module.parameters()}
         transformer_config = TransformerConfig(
@@ -287,14 +284,17 @@ class MegatronCoreImplementation(Declared):
         return self._buffers(named_params, config, device)
 
     def _ddp_config(self, config, **extra):
-        """Upstream's config for our ``LayoutConfig`` or ``DDPConfig`` (policy -> two flags)."""
+        """Upstream's config for our ``LayoutConfig`` or ``DDPConfig`` (policy -> two flags), with every knob the
+        configuration turns under its own name upstream (at every level: a layout knob shapes ``plan``'s buffers
+        too); a knob also in ``extra`` is passed once."""
         distributed, high_busbw = POLICY_FLAGS[config.policy]
+        turned = {knob: getattr(config, knob) for knob in knobs_used(config)}
         return self._config_cls(
             use_distributed_optimizer=distributed,
             pad_buckets_for_high_nccl_busbw=high_busbw,
             grad_reduce_in_fp32=config.grad_reduce_in_fp32,
             bucket_size=config.bucket_size,
-            **extra,
+            **{**turned, **extra},
         )
 
     def _buffers(self, named_params: NamedParams, config: LayoutConfig, device) -> list[MegatronBuffer]:

@@ -78,7 +78,8 @@ def test_every_registered_name_is_in_the_table_above():
     missing = sorted(set(REGISTRY) - set(BEFORE))
     assert not missing, (f"registered, but not in BEFORE (tests/suites/impls/test_support.py): {missing}; add a row "
                          "for each, name: (the levels it provides, the knobs it maps), as its upstream does, e.g. "
-                         f"{missing[0]!r}: ({{'ddp', 'optimizer'}}, set()),")
+                         f"{missing[0]!r}: ({{'ddp', 'checkpoint'}}, set()) for a peer whose optimizer is the suite's, "
+                         "({'ddp', 'optimizer'}, set()) for one that steps with its own")
 
 
 @pytest.mark.parametrize("row, message", [
