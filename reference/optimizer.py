@@ -158,37 +158,41 @@ class ReferenceOptimizer:
 
     def step(self) -> float | None:
         """One update; returns the grad norm (before clipping) when clipping or skipping by it, else None."""
+        return step_together([self])
+
+    def load_main_grads(self) -> None:
+        """The fp32 main grads, which the norm reads and clipping scales (as upstream)."""
         if not self.ddp.grad_sync_finished:
             raise GradSyncError(
                 "optimizer step before gradients are finished: got step() with grad sync "
                 "outstanding, but should call finish_grad_sync() or finalize_model_grads() first"
             )
-        for slot in self.slots:  # fp32 main grads, which the norm reads and clipping scales (as upstream)
+        for slot in self.slots:
             slot.main.grad = slot.main_grad()
-        norm = None
-        if self.max_grad_norm is not None or self.skip_threshold is not None:
-            norm = grad_norm(self.grads_for_norm(), self.norm_type, self.ddp.group, self.device)
+
+    def finish_step(self, norm: float | None, skipped: bool) -> None:
+        """The rest of a step, given the grad norm and the skip decision (this optimizer's, or its chain's): clip,
+        update, release the grads, stage and gather the params."""
         if self.max_grad_norm is not None:
             clip_by_total_norm([s.main.grad for s in self.slots], self.max_grad_norm, norm)
-        self.skipped = self.skips(norm)
-        if not self.skipped:
+        self.skipped = skipped
+        if not skipped:
             self.optimizer.step()
         for slot in self.slots:
             slot.main.grad = None
         for buf in self.buffers:
             if buf.lifecycle is not None:
                 buf.lifecycle.read()  # the grads are spent: their memory may take the params
-        if self.skipped:
-            return norm
+        if skipped:
+            return
         if self.distributed and self.ddp.config.overlap_param_gather and any(b.lifecycle for b in self.buffers):
             self._stage_in_zero_grad = True  # upstream stages after zeroing, before the forward's gathers
-            return norm
+            return
         self.stage()
         if self.distributed:
             self.ddp.start_param_sync(self.buffers)
             if not self.ddp.config.overlap_param_gather:
                 self.ddp.finish_param_sync()
-        return norm
 
     def stage(self) -> None:
         """The masters into what the params are gathered from (or are, without a distributed optimizer): copied in
@@ -283,3 +287,75 @@ class ReferenceOptimizer:
     def count_zeros(self) -> int:
         """Zero gradient elements over the whole model (each counted once, padding excluded)."""
         return count_zeros(self.grads_for_norm(), self.ddp.group, self.device)
+
+
+def step_together(parts: Sequence[ReferenceOptimizer]) -> float | None:
+    """A step of optimizers over disjoint buffers as of one: one grad norm over all their grads (the first part's
+    clip and skip settings), one skip decision, then each part's update, staging and gather, in order."""
+    for part in parts:
+        part.load_main_grads()
+    first, norm = parts[0], None
+    if first.max_grad_norm is not None or first.skip_threshold is not None:
+        grads = [g for part in parts for g in part.grads_for_norm()]
+        norm = grad_norm(grads, first.norm_type, first.ddp.group, first.device)
+    skipped = first.skips(norm)
+    for part in parts:
+        part.finish_step(norm, skipped)
+    return norm
+
+
+KINDS = ("dense", "expert")
+
+
+class ChainedOptimizer:
+    """Optimizers over the dense and the expert buffers, each its own (upstream's ChainedOptimizer under expert
+    parallelism), stepped as one: one grad norm over all their grads, so clipping and skipping are the single
+    optimizer's; each then updates, stages, gathers and zeroes only its own buffers, in the chain's order."""
+
+    def __init__(self, ddp: DistributedDataParallel, order: Sequence[str],
+                 part: Callable[[list[ParamAndGradBuffer]], ReferenceOptimizer]) -> None:
+        """``order``: the kinds (``KINDS``, each once) in the order the parts step and zero; ``part`` builds the
+        optimizer over a kind's buffers."""
+        if sorted(order) != sorted(KINDS):
+            raise ValueError(f"chained_optimizers: got {tuple(order)!r}, but should name {' and '.join(KINDS)} once "
+                             "each, in the order they step")
+        by_kind = {kind: [b for b in ddp.buffers if b.layout.expert_parallel == (kind == "expert")] for kind in KINDS}
+        empty = [kind for kind in KINDS if not by_kind[kind]]
+        if empty:
+            raise ValueError(f"chained_optimizers: got a model with no {empty[0]} buffer, but should have both kinds "
+                             "(a chain of one optimizer is the optimizer)")
+        self.parts = [part(by_kind[kind]) for kind in order]
+        self.ddp = ddp
+
+    @property
+    def skipped(self) -> bool:
+        return self.parts[0].skipped
+
+    def step(self) -> float | None:
+        return step_together(self.parts)
+
+    def zero_grad(self) -> None:
+        for part in self.parts:
+            part.zero_grad()
+
+    def sync_params(self) -> None:
+        for part in self.parts:
+            part.sync_params()
+
+    def count_zeros(self) -> int:
+        grads = [g for part in self.parts for g in part.grads_for_norm()]
+        return count_zeros(grads, self.ddp.group, self.parts[0].device)
+
+    def master_shards(self) -> list[tuple[str, int, torch.Tensor]]:
+        return [piece for part in self.parts for piece in part.master_shards()]
+
+    def state_dict(self) -> dict:
+        return {"parts": [part.state_dict() for part in self.parts]}
+
+    def load_state_dict(self, state: dict) -> None:
+        saved = state["parts"]
+        if len(saved) != len(self.parts):
+            raise ValueError(f"parts: got {len(saved)}, but should be {len(self.parts)} (a checkpoint of the same "
+                             "chain)")
+        for part, part_state in zip(self.parts, saved):
+            part.load_state_dict(part_state)

@@ -59,10 +59,10 @@ Knobs
 Upstream's newer knobs (``KNOBS``) are optional: a row of ``lacks`` for each
 one an implementation does not map (``support.unmapped`` writes them from
 the ones it maps, so an adapter written before a knob existed is never
-handed a configuration it would silently ignore). Two of them are not
+handed a configuration it would silently ignore). Three of them are not
 ``DDPConfig`` fields: ``force_all_reduce`` is ``finish_grad_sync(
-force_all_reduce=True)`` of the ddp handle, ``grad_norm_skip_threshold`` a
-keyword of ``make_optimizer``.
+force_all_reduce=True)`` of the ddp handle, ``grad_norm_skip_threshold`` and
+``chained_optimizers`` keywords of ``make_optimizer``.
 
 Optional members
 ----------------
@@ -104,6 +104,9 @@ KNOBS: dict[str, str] = {
     "fp8_param_gather": "params the model marks quantized (param.fp8_recipe: fp8 per tensor, mxfp8) held so and "
                         "all-gathered so after a distributed optimizer's step",
     "reuse_grad_buf_for_mxfp8_param_ag": "MXFP8 params gathered in bf16 through their grad buffer's memory",
+    "chained_optimizers": "make_optimizer(..., chained_optimizers=('dense', 'expert') or the reverse): the dense and "
+                          "the expert buffers each under an optimizer of its own, stepped and zeroed in that order "
+                          "under one grad norm (upstream's ChainedOptimizer)",
 }
 _DEFAULTS = DDPConfig()
 MasterSeeding = Literal["dequantized", "high-precision-init"]

@@ -88,6 +88,9 @@ class Case:
     optimizer may seed its fp32 master (``high-precision``), or holds the quantized values only."""
     moment: Moment = "none"
     """What happens between a step and the next ``zero_grad`` (``MOMENTS``)."""
+    chain: tuple[str, ...] = ()
+    """With experts: the dense and the expert buffers each under an optimizer of its own, in this order
+    (``chained_optimizers``); empty: one optimizer over every buffer."""
 
     @property
     def model_shape(self) -> Shape:
@@ -123,7 +126,8 @@ class Case:
         """The upstream knobs (suites/impls/protocol.py KNOBS) this case turns that are no ``DDPConfig``
         field."""
         skips = self.skip_above is not None
-        return ["force_all_reduce"] * self.force_all_reduce + ["grad_norm_skip_threshold"] * skips
+        return (["force_all_reduce"] * self.force_all_reduce + ["grad_norm_skip_threshold"] * skips
+                + ["chained_optimizers"] * bool(self.chain))
 
     def unsupported_by(self, impl) -> str | None:
         """Why ``impl`` cannot run this case, or None (``support.why_not``, which the plugin asks)."""
@@ -158,7 +162,8 @@ class Case:
 
     def optimizer_options(self) -> dict:
         """Keywords for ``make_optimizer`` beyond clipping: only the knobs this case turns."""
-        return {} if self.skip_above is None else {"grad_norm_skip_threshold": self.skip_above}
+        options = {} if self.skip_above is None else {"grad_norm_skip_threshold": self.skip_above}
+        return options | ({"chained_optimizers": self.chain} if self.chain else {})
 
     def make_torch_optimizer(self, params):
         if self.optimizer == "adam":

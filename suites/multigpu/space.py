@@ -161,6 +161,10 @@ AXES: tuple[Axis, ...] = (
          "what comes between a step and the next zero_grad: nothing; a forced gather and an evaluation forward "
          "before zero_grad or after it (with the reuse, the grad memory then holds params, or the gathers staged by "
          "zero_grad are in flight); a checkpoint saved and loaded into a fresh instance (cases.MOMENTS)"),
+    Axis("optimizers", (Value("one"), Value("dense-first", dict(chain=("dense", "expert"))),
+                        Value("expert-first", dict(chain=("expert", "dense")))),
+         "one optimizer over every buffer, or one over the dense and one over the expert buffers under one grad "
+         "norm, each zeroing, staging and gathering only its own, either first"),
 )
 BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 BASE: dict[str, str] = {a.name: a.base for a in AXES}
@@ -253,6 +257,8 @@ RULES: tuple[Rule, ...] = (
           "fp8_param_gather; upstream, without MXFP8)"),
     _rule("a kept init seeds quantized masters", {"seeding": "high-precision"}, {"quantized": ("fp8", "mxfp8")},
           "only a quantized param's master can be seeded from anything but the param itself"),
+    _rule("two optimizers split experts from the rest", {"optimizers": ("dense-first", "expert-first")},
+          {"experts": ("ep1", "ep2")}, "the second optimizer owns the expert buffers, which a dense model has not"),
     _rule("a forced all-reduce, then no finalize", {"force-all-reduce": ON}, {"loss": "mean"},
           "the forced all-reduce is finish_grad_sync's, which divides by no token count"),
 )

@@ -11,7 +11,7 @@ import torch
 from reference.config import DDPConfig
 from reference.ddp import DistributedDataParallel
 from reference.layout import LayoutConfig, ParamSpec, plan_buffer
-from reference.optimizer import ReferenceOptimizer
+from reference.optimizer import ChainedOptimizer, ReferenceOptimizer
 from reference.param_gather import BufferStateError
 from suites.multigpu.models import batch, loss_fn, make_model
 
@@ -172,3 +172,14 @@ def test_two_optimizers_each_zero_only_their_own_buffers(group, first_zeroed):
     assert all(b.grad_data.count_nonzero() == 0 for b in owned[first_zeroed] if b.lifecycle is None)
     optimizers[other].zero_grad()
     ddp(tokens)  # the gathers the zero_grads started come in
+
+
+@pytest.mark.parametrize("order, says", [
+    (("dense",), r"chained_optimizers: got \('dense',\), but should name dense and expert once each"),
+    (("dense", "dense"), r"chained_optimizers: got \('dense', 'dense'\), but should name dense and expert once each"),
+    (("dense", "expert"), "chained_optimizers: got a model with no expert buffer, but should have both kinds"),
+])
+def test_a_chain_that_is_not_dense_and_expert_once_each_is_refused_naming_the_field(group, order, says):
+    _, ddp, _ = built(REUSE, group)
+    with pytest.raises(ValueError, match=says):
+        ChainedOptimizer(ddp, order, lambda buffers: ReferenceOptimizer(ddp, sgd, buffers=buffers))

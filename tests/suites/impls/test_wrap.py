@@ -40,7 +40,7 @@ FACTORIES = [
     ("wrap:fixtures.examples.main_grad_buffer:factory", 15,
      ("suites/multigpu/test_observed_layout.py::test_main_grad_views_are_the_declared_layout[distopt]",
       "suites/multigpu/test_communication.py::test_collective_sizes_are_what_the_policy_demands[distopt-padded]")),
-    ("wrap:fixtures.examples.main_grad_buffer:configured", 71,
+    ("wrap:fixtures.examples.main_grad_buffer:configured", 72,
      ("suites/multigpu/test_vs_torch_ddp.py::test_matches_torch_ddp[allreduce-overlap-mid]",
       "suites/multigpu/test_observed_layout.py::test_main_grad_views_are_the_declared_layout[distopt-tied-embedding]")),
 ]
