@@ -302,7 +302,11 @@ def violated(labels: Composition) -> list[Rule]:
 def extendable(labels: Composition, ignoring: str | None = None) -> bool:
     """Whether ``labels`` (some axes) can be completed into a composition every rule allows (every rule but the
     one named ``ignoring``)."""
-    return _extendable(frozenset(labels.items()), ignoring)
+    return _extendable(frozenset(item for item in labels.items() if item[0] in RULED), ignoring)
+
+
+RULED = frozenset(axis for rule in RULES for axis in rule.axes)
+"""The axes some rule reads: no other label decides whether a composition can be completed."""
 
 
 @cache

@@ -1,5 +1,7 @@
 """``--impl wrap:package.module:factory``: a wrapper is tested at the ddp level with no adapter class."""
 
+import re
+
 import pytest
 
 from suites.impls import load_implementation
@@ -34,6 +36,7 @@ OBSERVED = ("suites/multigpu/test_communication.py::test_each_gradient_element_i
 DECLARED = ("suites/multigpu/test_communication.py::test_buckets_are_reduced_as_declared[allreduce-tiny]",
             "suites/multigpu/test_overlap.py::test_collectives_launch_during_backward_only_with_overlap"
             "[allreduce-overlap]")
+# The least each passes: a floor, as new axes and compositions add checks (and a stored row set changes with them).
 FACTORIES = [
     ("wrap:fixtures.examples.torch_ddp_factory:factory", 57, OBSERVED),
     (EXAMPLE, 60, OBSERVED + DECLARED),
@@ -51,7 +54,9 @@ def test_the_examples_pass_with_their_observed_checks(spec, passed, observed):
     """A plain torch DDP factory, the worked examples: no failure, and the checks from observation ran."""
     proc = run_pytest("suites/multigpu", "--impl", spec, "-rA", in_process=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert f" {passed} passed" in proc.stdout, proc.stdout[-800:]
+    got = int(re.search(r" (\d+) passed", proc.stdout).group(1))
+    assert got >= passed, (f"{spec}: got {got} checks passed, but should be {passed} at least (fewer: checks it "
+                           "passed now skip)\n" + proc.stdout[-800:])
     for nodeid in observed:
         assert f"PASSED {nodeid}" in proc.stdout, f"{nodeid}: got not passed, but should run and pass"
 
