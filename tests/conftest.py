@@ -13,23 +13,14 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 
 @pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory, request) -> Path:
-    """The main job in smoke mode, once: every benchmark on tiny inputs, one small suite; its run directory. Under
-    pytest-xdist the workers share it: the first to ask runs it (28 s here), the others wait for it and read it."""
-    from filelock import FileLock
-
+def smoke_run(tmp_path_factory) -> Path:
+    """The main job in smoke mode, once: every benchmark on tiny inputs, one small suite; its run directory."""
     from reports.nightly.job import main as report_main
     from reports.store.runs import Runs
 
-    shared = hasattr(request.config, "workerinput")
-    out = tmp_path_factory.getbasetemp().parent / "smoke" if shared else tmp_path_factory.mktemp("smoke")
-    done = Path(f"{out}.done")
-    with FileLock(f"{out}.lock"):
-        if not done.exists():
-            code = report_main(["--smoke", "--impl", "reference", "--suite", "suites/layout/test_golden.py",
-                                "--out", str(out)])
-            assert code == 0, f"smoke run: got exit {code}, but should be 0"
-            done.touch()
+    out = tmp_path_factory.mktemp("smoke")
+    code = report_main(["--smoke", "--impl", "reference", "--suite", "suites/layout/test_golden.py", "--out", str(out)])
+    assert code == 0, f"smoke run: got exit {code}, but should be 0"
     return Runs(out).latest()
 
 
