@@ -39,7 +39,7 @@ from pathlib import Path
 from cli import Parser
 
 from .records import Coverage, Removal
-from .space import AXES, BASE, MASKED, MASKING, RULES, Composition, extendable, masks, moved, parse, spell, violated
+from .space import AXES, BASE, MASKED, MASKING, RULED, RULES, Composition, extendable, masks, moved, parse, spell, violated
 
 FILE = Path(__file__).with_name("compositions.json")
 STRENGTHS = {2: "pairwise", 3: "triples"}
@@ -303,13 +303,23 @@ def fill(labels: Composition, like: Composition) -> dict[str, str] | None:
     wanted = {a.name: labels.get(a.name, like.get(a.name, a.base)) for a in AXES}
     if not violated(wanted):  # every step below would keep its wanted value: this completion is its witness
         return wanted
-    if not extendable(labels):
+    ruled = _fill_ruled(frozenset((a, v) for a, v in labels.items() if a in RULED),
+                        tuple(wanted[a.name] for a in AXES if a.name in RULED))
+    return None if ruled is None else {**wanted, **ruled}
+
+
+@cache
+def _fill_ruled(labelled: frozenset[tuple[str, str]], wanted: tuple[str, ...]) -> dict[str, str] | None:
+    """``fill``'s choice on the axes some rule reads, which no other axis's label sways (``extendable`` reads only
+    these): axis by axis, the wanted value where the rules still allow it, else the first allowed. The same pairs
+    are filled again and again (the coverage and the needs of a session ask about each many times)."""
+    if not extendable(dict(labelled)):
         return None
-    full = dict(labels)
-    for axis in AXES:
-        if axis.name not in labels:
-            full[axis.name] = next(v for v in (wanted[axis.name], *axis.labels) if extendable({**full, axis.name: v}))
-    return {a.name: full[a.name] for a in AXES}
+    full = dict(labelled)
+    for axis, value in zip((a for a in AXES if a.name in RULED), wanted):
+        if axis.name not in full:
+            full[axis.name] = next(v for v in (value, *axis.labels) if extendable({**full, axis.name: v}))
+    return full
 
 
 def runnable(supported: Supported) -> Callable[[Composition], bool]:

@@ -182,21 +182,30 @@ class Rule:
     then: Mapping[str, frozenset[str]]
     why: str
 
-    @property
+    @cached_property
     def axes(self) -> tuple[str, ...]:
         return (*self.when, *(a for a in self.then if a not in self.when))
 
     def holds(self, labels: Composition) -> bool | None:
-        """True or False, or None while an axis it reads has no label yet."""
+        """True or False, or None while an axis it reads has no label yet. (Asked millions of times a session by
+        ``extendable``: plain loops.)"""
+        waiting = False
         for axis, allowed in self.when.items():
-            if axis in labels and labels[axis] not in allowed:
+            label = labels.get(axis)
+            if label is None:
+                waiting = True
+            elif label not in allowed:
                 return True
-        if any(axis not in labels for axis in self.when):
+        if waiting:
             return None
-        verdicts = [labels[axis] in allowed if axis in labels else None for axis, allowed in self.then.items()]
-        if False in verdicts:
-            return False
-        return None if None in verdicts else True
+        verdict: bool | None = True
+        for axis, allowed in self.then.items():
+            label = labels.get(axis)
+            if label is None:
+                verdict = None
+            elif label not in allowed:
+                return False
+        return verdict
 
     def describe(self) -> str:
         def side(part: Mapping[str, frozenset[str]]) -> str:
@@ -314,10 +323,14 @@ def _extendable(items: frozenset[tuple[str, str]], ignoring: str | None) -> bool
     """Labels only the axes of rules not yet decided, the rule that reads the most labelled axes first (where a
     conflict would show soonest): once every rule holds whatever the free axes take, any completion is allowed."""
     labels = dict(items)
-    verdicts = [(r, r.holds(labels)) for r in RULES if r.name != ignoring]
-    if any(verdict is False for _, verdict in verdicts):
-        return False
-    undecided = [r for r, verdict in verdicts if verdict is None]
+    undecided = []
+    for rule in RULES:
+        if rule.name != ignoring:
+            verdict = rule.holds(labels)
+            if verdict is False:
+                return False
+            if verdict is None:
+                undecided.append(rule)
     if not undecided:
         return True
     undecided = max(undecided, key=lambda r: sum(a in labels for a in r.axes))
