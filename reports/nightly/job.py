@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -34,7 +35,7 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
@@ -66,8 +67,9 @@ from ..store.runs import DEFAULT_ROOT, RunError, Runs, dump_json, fallback_root
 from .clock import Clock, earlier_phases, first_run_plan
 from .preflight import DEFAULT_SUITES, preflight
 
-STRENGTH_SECONDS = 90.0
-"""The strength phase's budget for measuring: a share of the catalogue a night, the rest carried over."""
+STRENGTH_SECONDS = 60.0
+"""The strength phase's budget for measuring: a share of the catalogue a night (about six entries), the rest carried
+over; the entry that passes it runs to its end (at 90 the phase took 121 s: docs/measurements/benchmarks.md)."""
 STRENGTH_MODULE = "selfcheck.strength"
 
 EXPLORE_SECONDS = 60.0
@@ -77,6 +79,10 @@ UNCOVERED_SHARE = 1 / 6
 """The share of those seconds an implementation the verdict does not cover gets: its findings are reported, not
 failed, and its own suites ran its compositions in the suites phase; six peers at a minute each would be most of
 the job's time (at a third, the search phase took 257 s of a 1,377 s job: docs/measurements/benchmarks.md)."""
+PEERS_A_NIGHT = 3
+"""Peers the search visits a night, in turn from night to night (all of them where there are no more): a search
+session costs its start and its last composition besides its seconds, about 8 s of the 18 a peer's took, so six
+peers every night spent 110 s of the job on mostly starting up."""
 SMOKE_EXPLORE_SECONDS = 5.0
 EXPLORE_COMPOSITIONS = 100_000
 """Compositions the nightly search may run: more than its seconds allow, so the seconds decide."""
@@ -157,9 +163,9 @@ def parser() -> Parser:
                         help="seconds the search past the multi-rank suite's covering arrays may take for each "
                              "implementation the verdict covers, confirming and shrinking included (pytest "
                              f"suites/multigpu --explore; default {EXPLORE_SECONDS:g}, {SMOKE_EXPLORE_SECONDS:g} in "
-                             "smoke mode; 0: no search); every other implementation gets a sixth of it; its example "
-                             "database lives in the runs root (.explore/), so each night tries the failures found "
-                             "before first")
+                             "smoke mode; 0: no search); other implementations get a sixth of it, "
+                             f"{PEERS_A_NIGHT} a night in turn; its example database lives in the runs root "
+                             "(.explore/), so each night tries the failures found before first")
     parser.add_argument("--explore-seed", type=Count(0, unit="", why="hypothesis' seed"), default=None, metavar="N",
                         help="the search's seed (default: one taken from the project's commit, so the same code, "
                              "versions and budget draw the same compositions; the date outside a git checkout); the "
@@ -219,15 +225,24 @@ def run_conformance(args) -> list[SuiteRun]:
     return sorted(results, key=lambda r: suites.index(r.suite))
 
 
-def search_budgets(args, covers: Sequence[str]) -> dict[str, float]:
-    """Each implementation's search seconds: ``--explore-seconds`` for those the verdict covers, a sixth of it for
-    the others; none where there is no search."""
+def search_budgets(args, covers: Sequence[str], night: date) -> dict[str, float]:
+    """Each implementation's search seconds: ``--explore-seconds`` for those the verdict covers, every night; a
+    sixth of it for ``PEERS_A_NIGHT`` of the others, in turn by ``night``; none where there is no search."""
     seconds = args.explore_seconds if args.explore_seconds is not None else (
         SMOKE_EXPLORE_SECONDS if args.smoke else EXPLORE_SECONDS)
     if not seconds or args.no_suites or not any(multigpu(s) for s in args.suite or DEFAULT_SUITES):
         return {}
     return {impl: seconds if impl in covers else max(round(seconds * UNCOVERED_SHARE, 1), 0.1)
-            for impl in implementations(args)}
+            for impl in implementations(args) if impl in covers or impl in peers_tonight(args, covers, night)}
+
+
+def peers_tonight(args, covers: Sequence[str], night: date) -> tuple[str, ...]:
+    """The peers whose turn at the search ``night`` is: ``PEERS_A_NIGHT`` at most, the next ones the night after, so
+    that each is searched every ``ceil(peers / PEERS_A_NIGHT)`` nights."""
+    peers = [impl for impl in implementations(args) if impl not in covers]
+    turns = max(math.ceil(len(peers) / PEERS_A_NIGHT), 1)
+    turn = night.toordinal() % turns
+    return tuple(peer for i, peer in enumerate(peers) if i % turns == turn)
 
 
 def run_exploration(args, budgets: dict[str, float], seed: int) -> list[Exploration]:
@@ -356,7 +371,7 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     settings = bench_settings(args, backend)
     say = progress if rank == 0 else lambda _: None
     runs = Runs(args.out)
-    budgets = search_budgets(args, covered_by(args))
+    budgets = search_budgets(args, covered_by(args), datetime.now(timezone.utc).date())
     strength = not (args.smoke or args.no_strength or args.no_suites)
     clock = _clock(args, runs, world_size, settings, budgets, strength) if rank == 0 else None
     if clock:
@@ -377,6 +392,9 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
     seed = args.explore_seed if args.explore_seed is not None else search_seed(revision, datetime.now(timezone.utc))
     if budgets:
         clock.phase("search", "searching past the covering arrays")
+        waiting = [impl for impl in implementations(args) if impl not in budgets]
+        if waiting:
+            progress(f"the peers take turns at the search; not tonight: {', '.join(waiting)}")
         explorations = run_exploration(args, budgets, seed)
     if strength:
         clock.phase("strength", f"suite strength: broken implementations for up to {args.strength_seconds:g} s")

@@ -2,12 +2,14 @@
 one in a peer (--peer, or the default peers) is reported with its reproduction line and passes it."""
 
 from dataclasses import replace
+from datetime import date, timedelta
 
 import pytest
 
 from benchmarks.settings import DEFAULT_PEERS
 from reports.comparison.verdict import covered, decide
-from reports.nightly.job import covered_by, implementations, parse_args, run_exploration, search_budgets
+from reports.nightly.job import (PEERS_A_NIGHT, covered_by, implementations, parse_args, run_exploration,
+                                 search_budgets)
 from reports.render.summary import summary_markdown
 from reports.store.model import Results
 from suites.multigpu.covering import rows
@@ -25,6 +27,20 @@ def test_the_defaults_cover_the_reference_and_run_every_peer(tmp_path):
     assert covered(["x"], ["x", "reference"]) == ("x", "reference"), "the reference is covered whenever it runs"
 
 
+def test_the_peers_take_turns_at_the_search_and_the_covered_search_every_night(tmp_path):
+    args = parse_args(["--out", str(tmp_path)])
+    night = date(2026, 11, 29)
+    nights = [search_budgets(args, covered_by(args), night + timedelta(days=d)) for d in range(4)]
+    assert all(budgets["reference"] == 60 for budgets in nights), nights
+    searched = [set(budgets) - {"reference"} for budgets in nights]
+    assert all(len(peers) == PEERS_A_NIGHT for peers in searched), searched
+    assert searched[0] | searched[1] == set(DEFAULT_PEERS) and not searched[0] & searched[1], searched
+    assert searched[2] == searched[0], "every peer every other night"
+    few = parse_args(["--peer", "torch", "--peer", "fsdp2", "--out", str(tmp_path)])
+    assert set(search_budgets(few, covered_by(few), night)) == {"reference", "torch", "fsdp2"}, (
+        "no turns where every peer fits in a night")
+
+
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory) -> Results:
     """A search against two broken implementations, one gated and one a peer: each finds its bug."""
@@ -34,7 +50,7 @@ def planted(tmp_path_factory) -> Results:
     # The seed picks the triple the search starts at: one where a scaling bug shows (two ranks, a factor of 1/2).
     seed = next(i for i, row in enumerate(rows("triples")) if (row["world"], row["average"], row["loss"], row["skip"])
                 == ("2", "sum", "mean", "none"))
-    explorations = run_exploration(args, search_budgets(args, covered_by(args)), seed)
+    explorations = run_exploration(args, search_budgets(args, covered_by(args), date.today()), seed)
     run = results(explorations=tuple(explorations))
     return replace(run, verdict=decide(run, False, covered_by(args)))
 
