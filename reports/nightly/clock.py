@@ -10,7 +10,7 @@ line says which it used.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..store.model import PhaseTime
@@ -71,6 +71,55 @@ def first_run_plan(benchmark_budgets: float, suite_sessions: int, search_seconds
             "strength": None if strength_budget is None else strength_budget + FIRST_RUN["strength start"],
             "report": FIRST_RUN["report"]}
     return {phase: seconds for phase, seconds in plan.items() if seconds}
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The search's and the strength phase's seconds, cut where needed to end by the deadline, and what was cut."""
+
+    search: dict[str, float]
+    strength: float | None
+    cuts: tuple[str, ...]
+
+
+MIN_PHASE = 10.0
+"""Seconds below which a search or the strength phase is left out rather than run: its start alone costs about
+that (``FIRST_RUN``)."""
+
+
+def fit_to_deadline(left: float, search: Mapping[str, float], covers: Sequence[str],
+                    strength: float | None) -> Fitted:
+    """Cut the elastic phases to what ``left`` seconds hold, the report's writing kept aside, in the order of what a
+    night loses least by: the peers' searches (reported, never failed), then the strength phase (its rows are
+    carried over from the runs that measured them), then the seconds of each search the verdict covers, evenly."""
+    spare = left - FIRST_RUN["report"]
+    search, cuts = dict(search), []
+
+    def searching(budgets: Mapping[str, float]) -> float:
+        return sum(seconds + FIRST_RUN["search start"] for seconds in budgets.values())
+
+    def measuring(seconds: float | None) -> float:
+        return 0.0 if seconds is None else seconds + FIRST_RUN["strength start"]
+
+    if searching(search) + measuring(strength) <= spare:
+        return Fitted(search, strength, ())
+    peers = [impl for impl in search if impl not in covers]
+    if peers:
+        search = {impl: seconds for impl, seconds in search.items() if impl in covers}
+        cuts.append(f"no search of {', '.join(peers)}")
+    if strength is not None and searching(search) + measuring(strength) > spare:
+        room = spare - searching(search) - FIRST_RUN["strength start"]
+        cuts.append(f"the strength phase measures {room:.0f} s" if room >= MIN_PHASE else "no strength phase")
+        strength = room if room >= MIN_PHASE else None
+    if search and searching(search) + measuring(strength) > spare:
+        each = (spare - measuring(strength)) / len(search) - FIRST_RUN["search start"]
+        if each >= MIN_PHASE:
+            search = {impl: min(seconds, round(each, 1)) for impl, seconds in search.items()}
+            cuts.append(f"each search the verdict covers takes {each:.0f} s")
+        else:
+            cuts.append(f"no search of {', '.join(search)}")
+            search = {}
+    return Fitted(search, strength, tuple(cuts))
 
 
 def _minutes(seconds: float) -> str:

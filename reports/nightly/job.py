@@ -64,9 +64,13 @@ from ..store.metrics import collect_metrics
 from ..store.model import DIRTY, SCHEMA, Comparison, Records, Results, Run, decode, encode, setup_of
 from ..store.mutation_score import read_score
 from ..store.runs import DEFAULT_ROOT, RunError, Runs, dump_json, fallback_root
-from .clock import Clock, earlier_phases, first_run_plan
+from .clock import Clock, earlier_phases, first_run_plan, fit_to_deadline
 from .preflight import DEFAULT_SUITES, preflight
 
+DEADLINE_MINUTES = 19.0
+"""The job's own time, its env's install aside (about 40 s from a fresh clone): the benchmarks and the suites run
+whole; the search and the strength phase take what is left (``clock.fit_to_deadline``), so a slow night ends on
+time with less searched, and says so."""
 STRENGTH_SECONDS = 60.0
 """The strength phase's budget for measuring: a share of the catalogue a night (about six entries), the rest carried
 over; the entry that passes it runs to its end (at 90 the phase took 121 s: docs/measurements/benchmarks.md)."""
@@ -166,6 +170,12 @@ def parser() -> Parser:
                              "smoke mode; 0: no search); other implementations get a sixth of it, "
                              f"{PEERS_A_NIGHT} a night in turn; its example database lives in the runs root "
                              "(.explore/), so each night tries the failures found before first")
+    parser.add_argument("--deadline", type=Real(above=None, minimum=0, unit="minutes"), default=DEADLINE_MINUTES,
+                        metavar="MINUTES",
+                        help="minutes the job may take: the benchmarks and the suites run whole, then the search "
+                             "and the strength phase take what is left, the peers' searches cut first, then the "
+                             "strength phase, then the covered searches' seconds; each cut is said (default "
+                             f"{DEADLINE_MINUTES:g}; 0: none)")
     parser.add_argument("--explore-seed", type=Count(0, unit="", why="hypothesis' seed"), default=None, metavar="N",
                         help="the search's seed (default: one taken from the project's commit, so the same code, "
                              "versions and budget draw the same compositions; the date outside a git checkout); the "
@@ -367,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: list[str]) -> int:
+    began = time.monotonic()
     backend = pick_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), args.device)
     settings = bench_settings(args, backend)
     say = progress if rank == 0 else lambda _: None
@@ -390,15 +401,22 @@ def _run(args, name: str, torchrun: bool, rank: int, world_size: int, command: l
         conformance = run_conformance(args)
     revision = commit()
     seed = args.explore_seed if args.explore_seed is not None else search_seed(revision, datetime.now(timezone.utc))
+    strength_seconds = args.strength_seconds if strength else None
+    waiting = [impl for impl in implementations(args) if budgets and impl not in budgets]
+    if waiting:
+        progress(f"the peers take turns at the search; not tonight: {', '.join(waiting)}")
+    if args.deadline:
+        fitted = fit_to_deadline(args.deadline * 60 - (time.monotonic() - began), budgets, covered_by(args),
+                                 strength_seconds)
+        if fitted.cuts:
+            progress(f"to end within {args.deadline:g} min: {'; '.join(fitted.cuts)}")
+        budgets, strength_seconds = fitted.search, fitted.strength
     if budgets:
         clock.phase("search", "searching past the covering arrays")
-        waiting = [impl for impl in implementations(args) if impl not in budgets]
-        if waiting:
-            progress(f"the peers take turns at the search; not tonight: {', '.join(waiting)}")
         explorations = run_exploration(args, budgets, seed)
-    if strength:
-        clock.phase("strength", f"suite strength: broken implementations for up to {args.strength_seconds:g} s")
-        strength_rows, strength_phase = run_strength(args.strength_seconds, runs.root)
+    if strength_seconds is not None:
+        clock.phase("strength", f"suite strength: broken implementations for up to {strength_seconds:g} s")
+        strength_rows, strength_phase = run_strength(strength_seconds, runs.root)
     phases = clock.times()  # judging and writing the run cannot time itself into it
     clock.phase("report", "judging and writing the run")
     nodes = bench.pop("nodes")

@@ -29,6 +29,7 @@ REGISTRY: dict[str, str] = {
     "megatron-fsdp-no-shard": "suites.impls.megatron_fsdp:no_shard",
     "megatron-fsdp-optim": "suites.impls.megatron_fsdp:optim",
     "megatron-fsdp-optim-grads": "suites.impls.megatron_fsdp:optim_grads",
+    "megatron-fsdp-optim-grads-units": "suites.impls.megatron_fsdp:optim_grads_units",
 }
 
 

@@ -259,10 +259,15 @@ class MegatronFSDPOptimizer:
 
 
 class MegatronFSDPImplementation(Declared):
-    def __init__(self, strategy: str) -> None:
+    def __init__(self, strategy: str, units: bool = False) -> None:
+        """``units``: unit modules (``fsdp_unit_modules``) under a strategy that does not need them, each unit's
+        params a bucket group of their own, gathered and reduced together (the name gains ``-units``)."""
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy: got {strategy!r}, but should be one of {', '.join(STRATEGIES)}")
-        self.strategy, self.name = strategy, STRATEGIES[strategy]
+        if units and strategy == "optim_grads_params":
+            raise ValueError("units: got True under optim_grads_params, which has unit modules always")
+        self.strategy, self.units = strategy, units
+        self.name = STRATEGIES[strategy] + ("-units" if units else "")
         self.lacks = lacked(strategy)
         try:
             self.version = importlib.metadata.version("megatron-fsdp")
@@ -276,11 +281,11 @@ class MegatronFSDPImplementation(Declared):
             self.unavailable = None
 
     def unit_modules(self, module: torch.nn.Module) -> list[type] | None:
-        """Under optim_grads_params, the classes of the modules owning params themselves (without any the package
-        divides by zero, megatron_fsdp.py:432), less the classes of a tied param's owner; None under the other
-        strategies. Not a container's (a ModuleList has no forward of its own, so a unit of one would never
-        gather or reduce: the deep shape's blocks)."""
-        if self.strategy != "optim_grads_params":
+        """Under optim_grads_params (or with ``units``), the classes of the modules owning params themselves
+        (without any, optim_grads_params divides by zero, megatron_fsdp.py:432), less the classes of a tied param's
+        owner; None otherwise. Not a container's (a ModuleList has no forward of its own, so a unit of one would
+        never gather or reduce: the deep shape's blocks)."""
+        if self.strategy != "optim_grads_params" and not self.units:
             return None
         owners = [c for c in module.modules() if c is not module and any(True for _ in c.parameters(recurse=False))]
         # A class whose module owns a tied (shared_embedding) param is left to the root, which uses that param
@@ -350,3 +355,4 @@ implementation = MegatronFSDPImplementation("optim_grads_params")
 no_shard = MegatronFSDPImplementation("no_shard")
 optim = MegatronFSDPImplementation("optim")
 optim_grads = MegatronFSDPImplementation("optim_grads")
+optim_grads_units = MegatronFSDPImplementation("optim_grads", units=True)

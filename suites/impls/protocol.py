@@ -25,7 +25,7 @@ Levels
     registered twice, a step before grads are finished, configurations that
     differ across ranks, NaN grads) raises on every rank, never hangs.
 ``ddp``
-    ``wrap(module, config, group)`` returns a ``DDPHandle`` that reduces
+    ``wrap(module, config, group, agreement_group=None, expert_group=None)`` returns a ``DDPHandle`` that reduces
     gradients like torch's DistributedDataParallel, over the group it is
     handed (the suites hand it a recording group, ``ranks.recording``: what
     it communicates there is observed; over any other group it cannot be).
@@ -108,6 +108,14 @@ KNOBS: dict[str, str] = {
                           "the expert buffers each under an optimizer of its own, stepped and zeroed in that order "
                           "under one grad norm (upstream's ChainedOptimizer)",
 }
+WRITTEN_AGAINST: frozenset[str] = frozenset({
+    "policy", "bucket_size", "disable_bucketing", "overlap_grad_reduce", "overlap_param_gather",
+    "average_in_collective", "grad_reduce_in_fp32", "calculate_per_token_loss", "check_for_nan_in_grad",
+    "buckets_per_group", "check_across_ranks"})
+"""The ``DDPConfig`` fields, other than ``KNOBS``, that every adapter was written against: each maps it, or lacks it
+by a row of its own (wrap.py's ``NOT_TOLD`` for a factory). Every field is in one of the two
+(tests/suites/impls/test_support.py holds it): a new one is a knob, which the adapters built on ``unmapped(...)``
+lack at once, or one of these, which each adapter must be gone through for (docs/extending.md (a) step 1)."""
 _DEFAULTS = DDPConfig()
 MasterSeeding = Literal["dequantized", "high-precision-init"]
 

@@ -233,14 +233,13 @@ def coverage(name: str, rows: Sequence[Composition], strength: int,
 @cache
 def stored() -> dict:
     if not FILE.exists():
-        raise FileNotFoundError(f"{FILE}: missing; write it with tox exec -e tests -- python -m "
-                                "suites.multigpu.covering --write (docs/extending.md (a) step 6)")
+        raise FileNotFoundError(f"{FILE}: missing; write it with tox -m regenerate (docs/extending.md (a) "
+                                "step 11)")
     data = json.loads(FILE.read_text())
     if data.get("space") != fingerprint():
         raise ValueError(f"{FILE.name}: got sets written for space {data.get('space')}, but should be for "
                          f"{fingerprint()} (the axes or the rules changed since): regenerate them where every "
-                         "registered peer is installed, tox exec -e tests -- python -m suites.multigpu.covering "
-                         "--write (docs/extending.md (a) step 6)")
+                         "registered peer is installed: tox -m regenerate (docs/extending.md (a) step 11)")
     return data
 
 

@@ -290,6 +290,8 @@ MASKING: tuple[Mask, ...] = (
     Mask("loss", "per-token", "the factor is 1 too: grads are summed and divided by the token count when finalized"),
     Mask("skip", "every-step", "no step is taken: the params never change, so nothing wrong from the second step on "
          "(a param gather, optimizer state) can show"),
+    Mask("skip", "between", "no step is taken either: every norm before clipping passes the threshold, which only a "
+         "skip decided on the clipped norm would not, so nothing wrong after a step can show"),
     Mask("moment", "none", "zero_grad follows the step at once: no gather is forced while the grad memory holds "
          "params, no forward runs before zeroing, nothing is saved or loaded"),
     Mask("shape", "base", "every weight holds a multiple of 64, 32 and 128 elements: no padding falls between two "

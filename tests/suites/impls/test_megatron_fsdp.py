@@ -124,6 +124,23 @@ def test_every_strategy_trains_like_torch_ddp(ranks, name):
     assert ranks.run(check_strategy, name) == [2, 2]
 
 
+def check_buckets(ctx, name: str) -> int:
+    """The buckets Megatron-FSDP made of the model's params."""
+    model = make_model().to(ctx.device)
+    ddp = load_implementation(name).wrap(model, DDPConfig(overlap_grad_reduce=True, bucket_size=100), ctx.group,
+                                         ctx.control_group)
+    return len(ddp.raw.param_and_grad_buffer.parameter_groups)
+
+
+def test_unit_modules_cut_the_buckets_under_optim_grads(ranks):
+    """megatron-fsdp-optim-grads-units hands the package its unit modules, which optim_grads does not need: a
+    bucket then never holds two units' params (param_and_grad_buffer.py:1726, grouped by unit), so the model's
+    params fall in more buckets than the bucket size alone makes (4 and 5 in 0.6.1): the knob reaches the package."""
+    plain = ranks.run(check_buckets, "megatron-fsdp-optim-grads")[0]
+    units = ranks.run(check_buckets, "megatron-fsdp-optim-grads-units")[0]
+    assert units > plain, (plain, units)
+
+
 def check_priming(ctx) -> dict:
     """F7: what ``fully_shard_optimizer`` leaves before any real step, and Adam's params against torch DDP's."""
     impl = adapter.no_shard

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from suites.impls import REGISTRY, load_implementation
+from suites.impls.support import check_table
 
 from tests.pytest_run import run_pytest
 
@@ -15,6 +16,17 @@ def test_registered_names_load():
         assert got == name, (f"REGISTRY[{name!r}] loads an implementation named {got!r}: its `name` should be the "
                              "registered name (suites/impls/__init__.py), which --impl, the expectations and the "
                              "stored covering rows go by")
+
+
+def test_the_adapter_to_start_from_loads_and_says_how_to_install_its_peer():
+    """fixtures/examples/peer_adapter.py, the skeleton docs/extending.md (d) step 1 starts from: a table the suites
+    accept and a package not installed, said with its install line, so that every check skips."""
+    impl = load_implementation("fixtures.examples.peer_adapter")
+    check_table(impl)
+    assert impl.unavailable is not None and "pip install -r requirements-fancyddp.txt" in impl.unavailable, (
+        impl.unavailable)
+    assert impl.capabilities == {"ddp", "checkpoint"} and not impl.knobs, (impl.capabilities, impl.knobs)
+    assert "fancyddp" not in REGISTRY, "an example, never a registered peer"
 
 
 def test_unknown_name_lists_the_valid_ones():

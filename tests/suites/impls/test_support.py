@@ -18,6 +18,7 @@ from reference.layout import LayoutConfig
 from suites.impls import REGISTRY, load_implementation
 from suites.impls.protocol import (
     KNOBS,
+    WRITTEN_AGAINST,
     DeclaresLayouts,
     FinishesGradSync,
     HasNoSync,
@@ -54,6 +55,7 @@ BEFORE = {  # name: (levels, knobs mapped), as each adapter stated them in capab
     "megatron-fsdp-no-shard": DDP_AND_OPTIMIZER,
     "megatron-fsdp-optim": DDP_AND_OPTIMIZER,
     "megatron-fsdp-optim-grads": DDP_AND_OPTIMIZER,
+    "megatron-fsdp-optim-grads-units": DDP_AND_OPTIMIZER,
     "megatron": ({"layout", "buffer", "ddp", "expert", "optimizer"}, None),  # knobs: the installed version's
     "wrap:fixtures.examples.torch_ddp_factory:factory": ({"ddp", "checkpoint"}, set()),
 }
@@ -278,19 +280,12 @@ def test_skipping_beside_clipping_by_a_norm_the_implementation_cannot_skip_by_is
     assert MegatronCoreImplementation.skip_norm_types == {2.0}
 
 
-WRITTEN_AGAINST = {"policy", "bucket_size", "disable_bucketing", "overlap_grad_reduce", "overlap_param_gather",
-                   "average_in_collective", "grad_reduce_in_fp32", "calculate_per_token_loss", "check_for_nan_in_grad",
-                   "buckets_per_group", "check_across_ranks"}
-"""The ``DDPConfig`` fields, other than ``KNOBS``, that every adapter was written against: each maps it, or lacks it
-by a row of its own (wrap.py's ``NOT_TOLD`` for a factory)."""
-
-
 def untold(config_type, knobs, written_against) -> list[str]:
     """What to do for each field of ``config_type`` that is neither a knob nor one every adapter was written
     against: handed to every peer, which would ignore it."""
     return [f"DDPConfig.{f.name}: make it a knob (a line in KNOBS, suites/impls/protocol.py: every adapter built on "
             "unmapped(...) then lacks it), or, where the peers take it as a field, add it to WRITTEN_AGAINST "
-            "(tests/suites/impls/test_support.py) and a Lack row to each adapter that cannot honour it (wrap.py's "
+            "(beside KNOBS) and a Lack row to each adapter that cannot honour it (wrap.py's "
             "NOT_TOLD for a factory): docs/extending.md (a) step 1"
             for f in dataclasses.fields(config_type) if f.name not in knobs and f.name not in written_against]
 

@@ -60,7 +60,7 @@ def test_every_pair_an_implementation_can_express_meets_in_rows_stored_for_it(na
     if own.needed is not None:
         assert own.key in covering.stored().get("implementations", {}), (
             f"{name}'s own rows: got none stored for what it can express here ({own.key}), but should be: "
-            "python -m suites.multigpu.covering --write-own")
+            "tox -m regenerate (or python -m suites.multigpu.covering --write-own where it is installed)")
     ran = [row for row in covering.rows("pairwise") if supported(row)] + covering.for_implementation(supported)
     can = covering.runnable(supported)
     got = covering.coverage("pairwise", ran, 2, can)
