@@ -120,7 +120,7 @@ def measure_strength(progress: Callable[[str], None] = print, budget: float | No
     order = sorted(entries, key=lambda e: (e.name in carried, carried[e.name].measured_in if e.name in carried else ""))
     start, longest, rows = time.monotonic(), 0.0, {}
     for entry in order:
-        if budget is not None and time.monotonic() - start + longest > budget:
+        if budget is not None and (budget <= 0 or time.monotonic() - start + longest > budget):
             break
         began = time.monotonic()
         caught = measure(entry)
@@ -144,8 +144,9 @@ def carried_rows(rows: tuple[StrengthRecord, ...], run: str) -> dict[str, Streng
 
 def parser() -> Parser:
     p = Parser(prog="python -m selfcheck.strength", description=__doc__)
-    p.add_argument("--seconds", type=Real(above=0, unit="seconds"), default=None,
-                   help="seconds measuring may take (default: every entry, about 11.5 min on 2 cores)")
+    p.add_argument("--seconds", type=Real(above=None, minimum=0, unit="seconds"), default=None,
+                   help="seconds measuring may take (default: every entry, about 11.5 min on 2 cores; 0: none, "
+                        "every row carried over)")
     p.add_argument("--root", type=RunsRoot(), default=None,
                    help="the runs root whose newest run with strength rows the rows not measured carry over from")
     p.add_argument("--out", type=OutFolder("the strength rows' folder"), required=True,

@@ -90,8 +90,9 @@ that (``FIRST_RUN``)."""
 def fit_to_deadline(left: float, search: Mapping[str, float], covers: Sequence[str],
                     strength: float | None) -> Fitted:
     """Cut the elastic phases to what ``left`` seconds hold, the report's writing kept aside, in the order of what a
-    night loses least by: the peers' searches (reported, never failed), then the strength phase (its rows are
-    carried over from the runs that measured them), then the seconds of each search the verdict covers, evenly."""
+    night loses least by: the peers' searches (reported, never failed), then the strength phase's measuring (0
+    seconds: its rows carried over from the runs that measured them, so the run still shows them), then the seconds
+    of each search the verdict covers, evenly; last, the strength phase itself."""
     spare = left - FIRST_RUN["report"]
     search, cuts = dict(search), []
 
@@ -109,8 +110,9 @@ def fit_to_deadline(left: float, search: Mapping[str, float], covers: Sequence[s
         cuts.append(f"no search of {', '.join(peers)}")
     if strength is not None and searching(search) + measuring(strength) > spare:
         room = spare - searching(search) - FIRST_RUN["strength start"]
-        cuts.append(f"the strength phase measures {room:.0f} s" if room >= MIN_PHASE else "no strength phase")
-        strength = room if room >= MIN_PHASE else None
+        strength = room if room >= MIN_PHASE else 0.0  # 0: its start alone, every row carried over
+        cuts.append(f"the strength phase measures {room:.0f} s" if strength else
+                    "the strength phase measures nothing, its rows carried over")
     if search and searching(search) + measuring(strength) > spare:
         each = (spare - measuring(strength)) / len(search) - FIRST_RUN["search start"]
         if each >= MIN_PHASE:
@@ -119,6 +121,9 @@ def fit_to_deadline(left: float, search: Mapping[str, float], covers: Sequence[s
         else:
             cuts.append(f"no search of {', '.join(search)}")
             search = {}
+    if strength is not None and measuring(strength) > spare:
+        cuts.append("no strength phase")
+        strength = None
     return Fitted(search, strength, tuple(cuts))
 
 

@@ -62,6 +62,17 @@ class ShownApart:
     bisection: bool = False
 
 
+def _no_strength_rows(phase) -> str:
+    """Why a run has no strength rows: the phase did not run, or it measured none in its budget (the main job's
+    deadline may leave it none) and no earlier run had measured any to carry over."""
+    checked = "tests/selfcheck/test_strength.py checks the catalogue in CI."
+    if phase is None:
+        return f"Not run (smoke mode, --no-suites, --no-strength, or no time left before the deadline); {checked}"
+    within = "with no budget" if phase.budget is None else f"in its {phase.budget:g} s"
+    return (f"No rows: the phase measured {phase.measured} of the {phase.catalogue} entries {within}, and no "
+            f"earlier run under this runs root had measured any to carry over; {checked}")
+
+
 def build_report(results: Results, apart: ShownApart = ShownApart()) -> str:
     """The whole report, less what ``apart`` shows (the site's run page shows those above it, once)."""
     run = results.run
@@ -81,8 +92,7 @@ def build_report(results: Results, apart: ShownApart = ShownApart()) -> str:
           if not apart.compositions else ()),
         "## Suite strength: deliberately broken implementations",
         strength_markdown(results.strength, results.strength_phase) if results.strength else
-        "Not run (smoke mode, --no-suites or --no-strength); tests/selfcheck/test_strength.py checks the "
-        "catalogue in CI.",
+        _no_strength_rows(results.strength_phase),
         score_markdown(results.mutation),
         "## Comparison with the previous run of this setup",
         with_unstable_footnote(run_comparison_markdown(results.comparison), results.comparison),

@@ -6,6 +6,8 @@ import time
 import pytest
 
 from reports.nightly.clock import Clock, earlier_phases, first_run_plan, fit_to_deadline
+from reports.conformance.records import StrengthPhase
+from reports.render.report import build_report
 from reports.store.model import PhaseTime, encode
 from reports.store.runs import Runs, dump_json
 from tests.reports.builders import results
@@ -53,11 +55,22 @@ SEARCH = {"reference": 60.0, "torch": 10.0, "fsdp2": 10.0}
     (250.0, SEARCH, 60.0, ()),
     (200.0, {"reference": 60.0}, 60.0, ("no search of torch, fsdp2",)),  # 72 + 70 = 142 of 170
     (170.0, {"reference": 60.0}, 58.0, ("no search of torch, fsdp2", "the strength phase measures 58 s")),
-    (110.0, {"reference": 60.0}, None, ("no search of torch, fsdp2", "no strength phase")),  # 80 - 72 - 10 < 10
-    (70.0, {"reference": 28.0}, None, ("no search of torch, fsdp2", "no strength phase",
-                                       "each search the verdict covers takes 28 s")),  # 40 - 12
-    (40.0, {}, None, ("no search of torch, fsdp2", "no strength phase", "no search of reference")),
+    (110.0, {"reference": 58.0}, 0.0, ("no search of torch, fsdp2", "the strength phase measures nothing, its rows "
+                                       "carried over", "each search the verdict covers takes 58 s")),  # 80 - 10 - 12
+    (70.0, {"reference": 18.0}, 0.0, ("no search of torch, fsdp2", "the strength phase measures nothing, its rows "
+                                      "carried over", "each search the verdict covers takes 18 s")),  # 40 - 10 - 12
+    (40.0, {}, 0.0, ("no search of torch, fsdp2", "the strength phase measures nothing, its rows carried over",
+                     "no search of reference")),  # 10 - 10 - 12 < 10; the strength phase's start fits in 10
+    (35.0, {}, None, ("no search of torch, fsdp2", "the strength phase measures nothing, its rows carried over",
+                      "no search of reference", "no strength phase")),
 ])
 def test_the_deadline_cuts_the_peers_search_then_the_strength_then_the_covered_search(left, search, strength, cuts):
     fitted = fit_to_deadline(left, SEARCH, ("reference",), 60.0)
     assert (fitted.search, fitted.strength, fitted.cuts) == (search, strength, cuts), fitted
+
+
+def test_a_strength_phase_left_no_time_says_so_and_one_not_run_says_why():
+    measured_none = StrengthPhase(catalogue=55, measured=0, carried=0, seconds=0.0, budget=0.0, proven_by="t")
+    text = build_report(results(strength_phase=measured_none))
+    assert "No rows: the phase measured 0 of the 55 entries in its 0 s, and no earlier run" in text, text[:2000]
+    assert "or no time left before the deadline" in build_report(results()), "a phase that did not run says why"
