@@ -9,7 +9,9 @@ sharded, ZeRO-1), ``optim_grads`` (grads reduce-scattered too, ZeRO-2) and
 ``optim_grads_params`` (params sharded too, ZeRO-3; it needs unit modules).
 ``--impl megatron-fsdp`` is ``optim_grads_params``, what ``fully_shard``
 builds by default; ``megatron-fsdp-no-shard``, ``-optim`` and ``-optim-grads``
-the others. megatron-core 0.19.2 bundles the same package byte for byte.
+the others, and ``-optim-grads-units`` ``optim_grads`` with unit modules, which
+it does not need (a bucket then never holds two units' params). megatron-core
+0.19.2 bundles the same package byte for byte.
 
 ``ddp``
     ``wrap`` builds ``MegatronFSDP`` itself, with the package's own
