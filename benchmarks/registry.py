@@ -107,6 +107,9 @@ class BenchmarkFault:
     skipped: tuple[str, ...] = doc("the benchmarks that did not run after it on that rank")
     relaunch: int | None = doc("for the relaunched benchmarks (step time): the launch that failed, whose rounds are "
                                "left out (the earlier launches' are kept); null otherwise", None)
+    recovered: bool = doc("a rank died of a signal in it (a crash below Python), and it ran again on fresh ranks "
+                          "to its end: its records are that run's, and the verdict reports the crash without "
+                          "failing on it", False)
 
     @classmethod
     def of(cls, benchmark: str, rank: int | None, exc: BaseException, skipped: Sequence[str] = (),

@@ -116,11 +116,15 @@ def _launch(settings: BenchSettings, world_size: int, names: list[str], device: 
                 raise
             results.update(kept)
             gone = [*kept, *([died_in] if died_in else [])]
+            rest = [n for n in names if n not in gone and names.index(n) > max(names.index(g) for g in gone)]
             if died_in is not None:
                 results["faults"].append(_died(died_in, exc))
+                again = _crashed(exc) and all(f.benchmark != died_in for f in results["faults"][:-1])
                 progress(f"benchmark {died_in}: a rank died in it ({results['faults'][-1].error}); "
-                         f"kept {', '.join(kept) or 'nothing'} before it")
-            rest = [n for n in names if n not in gone and names.index(n) > max(names.index(g) for g in gone)]
+                         f"kept {', '.join(kept) or 'nothing'} before it"
+                         + ("; it runs again on fresh ranks, once (a crash below Python may not come back)"
+                            if again else ""))
+                rest = [died_in, *rest] if again else rest
             return rest
     results["nodes"] = sorted((r.pop("node") for r in per_rank if r.get("node")), key=lambda n: n.node_rank)
     results["faults"] += [fault for r in per_rank if (fault := r.pop("fault")) is not None]
@@ -138,6 +142,11 @@ def _died(name: str, exc: RanksFailed) -> BenchmarkFault:
         return lines[0] if lines[0].startswith("rank ") else lines[-1]
     return BenchmarkFault(name, exc.failed[0].rank if exc.failed else None,
                           f"RanksFailed: {'; '.join(said(o.detail) for o in exc.failed) or exc}"[:500], ())
+
+
+def _crashed(exc: RanksFailed) -> bool:
+    """Whether a rank died of a signal (``Outcome.signal``): a crash below Python, not a benchmark that raised."""
+    return any(o.signal is not None for o in exc.failed)
 
 
 def launches_problem(launches: int) -> str | None:
@@ -164,7 +173,7 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
     results: dict = {"nodes": [], "faults": []}
     progress(f"benchmarks on {world_size} ranks: {', '.join(on_ranks) or 'none; describing the nodes'}")
     rest = _launch(settings, world_size, on_ranks, device, results, progress)
-    while rest is not None:  # a rank died: fresh ranks for the rest, and to describe the nodes
+    while rest is not None:  # a rank died: fresh ranks for the rest (and, once, for one it crashed in)
         progress(f"benchmarks on {world_size} fresh ranks after a rank died: "
                  f"{', '.join(rest) or 'none; describing the nodes'}")
         try:
@@ -174,6 +183,8 @@ def run_rank_benchmarks(settings: BenchSettings, world_size: int, names: Sequenc
                 results["faults"].append(replace(_died(rest[0], exc), skipped=tuple(rest[1:])))
             progress(f"the fresh ranks failed before any benchmark: {exc}")
             break
+    results["faults"] = [replace(f, recovered=True) if f.benchmark in results and f.rank is not None
+                         and f.relaunch is None else f for f in results["faults"]]
     finished = [b for b in BENCHMARKS if b.name in results]
     for benchmark in finished:
         benchmark.check(results[benchmark.name])

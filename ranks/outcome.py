@@ -33,10 +33,16 @@ class Outcome:
     """The failure left the group under test unusable (a collective timed out or lost a peer)."""
     warnings: tuple[tuple[str, type[Warning], str, int], ...] = ()
     """Warnings a pool worker caught, as (message, category, filename, lineno), for the parent to re-issue."""
+    signal: str | None = None
+    """The signal the rank's process died of (``SIGSEGV``, ``SIGABRT``: it crashed below Python), or None."""
 
     @classmethod
-    def failed(cls, rank: int, detail: str, broke_group: bool = False) -> Outcome:
-        return cls(rank, "failed", detail, broke_group=broke_group)
+    def failed(cls, rank: int, detail: str, broke_group: bool = False, signal: str | None = None) -> Outcome:
+        return cls(rank, "failed", detail, broke_group=broke_group, signal=signal)
+
+
+class RankCrashWarning(UserWarning):
+    """A rank's process died of a signal, and the check ran again on fresh ranks (``--crash-reruns``)."""
 
 
 def call_check(

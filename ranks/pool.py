@@ -115,8 +115,11 @@ class WorkerPool:
                    "most likely, in a collective that rank never joined), so it is killed")
         else:
             why = self._missing(rank, f"running {name}", self.settings.rank_timeout)
-        stack = self._stack(rank) if self._procs[rank].exitcode is None else self._crash(rank)
-        return Outcome.failed(rank, f"{why}; the pool is restarted for the next test{stack}", broke_group=True)
+        code = self._procs[rank].exitcode
+        stack = self._stack(rank) if code is None else self._crash(rank)
+        died_of = signal.Signals(-code).name if code is not None and code < 0 else None
+        return Outcome.failed(rank, f"{why}; the pool is restarted for the next test{stack}", broke_group=True,
+                              signal=died_of)
 
     def close(self, graceful: bool = True) -> None:
         """Stop every rank: ask them to leave (if ``graceful``), then kill whatever is left."""

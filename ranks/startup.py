@@ -34,6 +34,10 @@ class Settings:
     """torch's intra-op threads per spawned rank (the suites' ranks use one; benchmarks may use more)."""
     device: str = "auto"
     """One of ``DEVICES``."""
+    crash_reruns: int = 1
+    """Times a check whose rank died of a signal runs again on fresh ranks, plain mode only (under torchrun the
+    death ends the run). A native crash that comes and goes (a heap corruption in a peer's collectives on gloo)
+    then costs a rerun, said, instead of the run; one that comes back fails as before."""
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:

@@ -55,7 +55,7 @@ def decide(results: Results, fail_on_regression: bool, covers: Sequence[str] = (
                                  f"{known} in {e.triples + e.searched} compositions ({e.seconds:.0f} s)"
                                  + _not_covered(e.impl, status)))
     for f in results.benchmark_faults:
-        lines.append(VerdictLine("benchmarks", "error", _fault(f)))
+        lines.append(VerdictLine("benchmarks", "reported" if f.recovered else "error", _fault(f)))
     wrong = sum(r.wrong for r in results.benchmarks.busbw)
     lines.append(VerdictLine("collectives", "fail" if wrong else "pass",
                              f"collectives' results: {wrong} wrong elements"))
@@ -64,6 +64,9 @@ def decide(results: Results, fail_on_regression: bool, covers: Sequence[str] = (
 
 
 def _fault(f: BenchmarkFault) -> str:
+    if f.recovered:
+        return (f"benchmark {f.benchmark}: {f.error}; it ran again on fresh ranks to its end, and its records are "
+                "that run's (reported, not failed: a crash below Python that did not come back)")
     if f.relaunch is not None:
         return (f"benchmark {f.benchmark} raised on its launch {f.relaunch}: {f.error}; that launch's rounds are left "
                 "out, the earlier launches' kept")

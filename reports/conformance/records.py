@@ -48,6 +48,9 @@ class SuiteRun:
     exit_code: int = doc("pytest's exit code")
     compositions: Coverage | None = doc("how much of the configuration space the multi-rank suite's compositions "
                                         "that ran cover, for this implementation; null for another suite", None)
+    crash_reruns: tuple[str, ...] = doc("each rerun of a check whose rank died of a signal (--crash-reruns), as "
+                                        "it was said: the ranks, the signal and the frame; the test counts by its "
+                                        "last run", ())
 
     @property
     def status(self) -> str:
@@ -63,13 +66,18 @@ class SuiteRun:
         return self.status != "fail"
 
     def why(self) -> str:
-        """What decided the status beyond the counts: nothing collected, or the commonest reason of the skips."""
+        """What the counts do not say: nothing collected, the commonest reason of the skips where every check
+        skipped, and the checks that ran again after a rank crashed."""
+        said = []
         if self.exit_code == 5:
-            return "pytest collected nothing (exit 5): a filter that matches nothing checks nothing"
-        if self.status == "not applicable" and self.skip_reasons:
+            said.append("pytest collected nothing (exit 5): a filter that matches nothing checks nothing")
+        elif self.status == "not applicable" and self.skip_reasons:
             reason, count = max(self.skip_reasons.items(), key=lambda kv: kv[1])
-            return f"every check skipped; the commonest reason ({count} of {self.skipped}): {reason}"
-        return ""
+            said.append(f"every check skipped; the commonest reason ({count} of {self.skipped}): {reason}")
+        if self.crash_reruns:
+            said.append(f"{len(self.crash_reruns)} reruns after a rank died of a signal, the first: "
+                        f"{self.crash_reruns[0]}")
+        return "; ".join(said)
 
     @property
     def label(self) -> str:

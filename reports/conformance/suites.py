@@ -34,7 +34,7 @@ from ranks.worker import die_with_parent
 
 
 from .families import Counting, frozen_families, tally
-from suites.junit import IMPLEMENTATION, LEVEL
+from suites.junit import CRASH_RERUN, IMPLEMENTATION, LEVEL
 
 from .records import Failure, SuiteRun
 
@@ -116,6 +116,7 @@ class Outcomes:
     failures: list[Failure] = field(default_factory=list)
     failed_ids: list[str] = field(default_factory=list)
     crashed_ids: list[str] = field(default_factory=list)
+    crash_reruns: list[str] = field(default_factory=list)
     skip_reasons: dict[str, int] = field(default_factory=dict)
     families: dict[str, Counting] = field(default_factory=dict)
 
@@ -130,7 +131,8 @@ class Outcomes:
             ) -> SuiteRun:
         return SuiteRun(suite, impl, implementation, provided, **self.counts, seconds=self.seconds, failures=tuple(self.failures),
                         failed_ids=tuple(self.failed_ids), crashed_ids=tuple(self.crashed_ids),
-                        skip_reasons=self.skip_reasons, families=frozen_families(self.families), exit_code=exit_code)
+                        skip_reasons=self.skip_reasons, families=frozen_families(self.families), exit_code=exit_code,
+                        crash_reruns=tuple(self.crash_reruns))
 
 
 COUNTED = ("passed", "failed", "skipped", "xfailed", "errors")
@@ -190,11 +192,13 @@ def _read_junit(path: Path, results: dict[str, Outcomes]) -> tuple[str, tuple[st
     """Each test's outcome into the suite that holds it; returns the implementation and the levels it provides, as
     the session recorded them (``suites.junit``)."""
     root = ET.parse(path).getroot()
-    properties = [(p.get("name"), p.get("value") or "") for p in root.iter("property")]
+    properties = [(p.get("name"), p.get("value") or "") for suite in root.iter("testsuite")
+                  for held in suite.findall("properties") for p in held]  # the session's, not a test's
     for case in root.iter("testcase"):
         result = _suite_of(_node_id(case), results)
         result.seconds += float(case.get("time", 0))
         outcome, note = "passed", ""
+        result.crash_reruns += [p.get("value") or "" for p in case.iter("property") if p.get("name") == CRASH_RERUN]
         for child in case:
             if child.tag == "skipped":
                 outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"

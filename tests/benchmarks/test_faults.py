@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 import pytest
@@ -104,11 +104,14 @@ class Died(BaseException):
     """A rank's process dying: no ``except Exception`` on the rank sees it."""
 
 
-def _ranks_that_die(launches: list, fail_at_start: int | None = None):
+def _ranks_that_die(launches: list, fail_at_start: int | None = None, signal: str | None = None):
     """``run_on_ranks`` over the ranks one after another in this process: a ``Died`` ends the launch as the pool
-    reports a rank killed by a signal; launch ``fail_at_start`` fails before any rank begins."""
+    reports a rank that exited (or, with ``signal``, was killed by it); launch ``fail_at_start`` fails before any
+    rank begins."""
     from ranks import RanksFailed
     from ranks.outcome import Outcome
+
+    how = f"of {signal} (exit code -6)" if signal else "(exit code 3)"
 
     def ranks(function, world_size, settings, names, journal, device):
         launches.append(list(names))
@@ -119,16 +122,20 @@ def _ranks_that_die(launches: list, fail_at_start: int | None = None):
             try:
                 out.append(function(SimpleNamespace(rank=rank), settings, names, journal))
             except Died:
-                detail = f"rank {rank} died of SIGABRT (exit code -6) while running the benchmarks\nits stacks"
-                raise RanksFailed(detail, [Outcome.failed(rank, detail, broke_group=True)]) from None
+                detail = f"rank {rank} died {how} while running the benchmarks\nits stacks"
+                raise RanksFailed(detail, [Outcome.failed(rank, detail, broke_group=True, signal=signal)]) from None
         return out
     return ranks
 
 
 @dataclass(frozen=True)
 class Dies(Fake):
+    times: int = 99
+    deaths: list = field(default_factory=list)
+
     def run(self, ctx, settings) -> list:
-        if ctx.rank == 1:
+        if ctx.rank == 1 and len(self.deaths) < self.times:
+            self.deaths.append(ctx.rank)
             raise Died
         return [self.name]
 
@@ -143,7 +150,26 @@ def test_a_rank_that_dies_keeps_what_finished_and_fresh_ranks_run_the_rest(monke
     assert done["first"] == ["first"] and done["last"] == ["last"] and "dying" not in done, done
     [fault] = done["faults"]
     assert (fault.benchmark, fault.rank, fault.skipped) == ("dying", 1, ()), fault
-    assert fault.error.startswith("RanksFailed: rank 1 died of SIGABRT"), fault.error
+    assert fault.error.startswith("RanksFailed: rank 1 died (exit code 3)"), fault.error
+    assert not fault.recovered, "a rank that exited is the benchmark's own fault: it does not run again"
+
+
+@pytest.mark.parametrize("times", [1, 2])
+def test_a_benchmark_a_rank_crashed_in_runs_again_once_and_a_crash_that_did_not_come_back_is_reported(
+        monkeypatch, times):
+    monkeypatch.setattr(suite, "BENCHMARKS", [Fake("first"), Dies("dying", times=times), Fake("last")])
+    monkeypatch.setattr(suite, "first_rank_of_node", lambda ctx: False)
+    launches: list = []
+    monkeypatch.setattr(suite, "run_on_ranks", _ranks_that_die(launches, signal="SIGSEGV"))
+    done = suite.run_rank_benchmarks(SimpleNamespace(launches=1), 2, progress=lambda _: None)
+    again = [["dying", "last"]] if times == 1 else [["dying", "last"], ["last"]]
+    assert launches == [["first", "dying", "last"], *again], launches
+    assert done["last"] == ["last"] and ("dying" in done) == (times == 1), done
+    assert [f.recovered for f in done["faults"]] == [times == 1] * times, done["faults"]
+    verdict = decide(results(benchmark_faults=tuple(done["faults"])), fail_on_regression=False)
+    statuses = [line.status for line in verdict.lines if line.kind == "benchmarks"]
+    assert statuses == (["reported"] if times == 1 else ["error", "error"]), verdict.lines
+    assert verdict.exit_code == (0 if times == 1 else 2), verdict
 
 
 def test_under_torchrun_a_rank_that_dies_still_ends_the_job(monkeypatch):
@@ -152,7 +178,7 @@ def test_under_torchrun_a_rank_that_dies_still_ends_the_job(monkeypatch):
     monkeypatch.setattr(suite, "launched_by_torchrun", lambda: True)
     launches: list = []
     monkeypatch.setattr(suite, "run_on_ranks", _ranks_that_die(launches))
-    with pytest.raises(RuntimeError, match="rank 1 died of SIGABRT"):
+    with pytest.raises(RuntimeError, match="rank 1 died"):
         suite.run_rank_benchmarks(SimpleNamespace(launches=1), 2, progress=lambda _: None)
     assert launches == [["first", "dying", "last"]], launches
 

@@ -7,6 +7,7 @@ order; the last one shows what is left after a collective timed out.
 """
 
 import os
+import signal
 import time
 
 import pytest
@@ -70,6 +71,17 @@ def check_dies_of_a_signal_on_rank_1(ctx: RankContext) -> None:
 
 def test_dies_of_a_signal_on_rank_1(ranks):
     ranks.run(check_dies_of_a_signal_on_rank_1)
+
+
+def check_dies_of_a_signal_once_on_rank_1(ctx: RankContext, marker: str) -> None:
+    """As a rank dies of a crash that comes and goes: SIGSEGV the first time only (``marker`` remembers it)."""
+    if ctx.rank == 1 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_dies_of_a_signal_once_on_rank_1(ranks, tmp_path):
+    ranks.run(check_dies_of_a_signal_once_on_rank_1, str(tmp_path / "crashed"))
 
 
 def check_hangs_on_rank_0(ctx: RankContext, seconds: float) -> None:

@@ -10,6 +10,7 @@ the implementation under test undo what earlier checks left in the process
 from __future__ import annotations
 
 import pickle
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -17,7 +18,8 @@ from ranks.address import Address, address_of, resolve
 from ranks.context import RankContext
 from ranks.joining import tensors_on
 from ranks.startup import Settings
-from ranks.outcome import Outcome, settle
+from ranks.outcome import Outcome, RankCrashWarning, settle
+from suites.junit import CRASH_RERUN
 
 
 class Launcher(Protocol):
@@ -36,8 +38,10 @@ class Launcher(Protocol):
 
 
 class Ranks:
-    def __init__(self, launcher: Launcher, world_size: int) -> None:
+    def __init__(self, launcher: Launcher, world_size: int, node: Any = None) -> None:
         self._launcher = launcher
+        self._node = node  # the test, whose JUnit properties name each crash rerun
+        self._reruns = launcher.settings.crash_reruns if launcher.mode == "plain" else 0
         self.world_size = world_size
         self.mode = launcher.mode
         self.backend = launcher.backend(world_size)
@@ -61,12 +65,35 @@ class Ranks:
                 f"ranks.run: the arguments for {address} should be picklable (every rank gets "
                 f"a copy), but: {exc}"
             ) from exc
-        outcomes = self._launcher.run(self.world_size, from_fresh_state, address_of(from_fresh_state),
+        def launch() -> list[Outcome]:
+            return self._launcher.run(self.world_size, from_fresh_state, address_of(from_fresh_state),
                                       (address, *args), kwargs)
+
+        outcomes = launch()
+        for _ in range(self._reruns):
+            crashed = [o for o in outcomes if o.signal is not None]
+            if not crashed:
+                break
+            said = crash_rerun(crashed, str(address))
+            if self._node is not None:
+                self._node.user_properties.append((CRASH_RERUN, said))
+            warnings.warn(said, RankCrashWarning, stacklevel=2)
+            outcomes = launch()  # the launcher replaced the crashed pool: these ranks are fresh
         return settle(outcomes, str(address))
 
     def __repr__(self) -> str:
         return f"<ranks: {self.mode} mode, world size {self.world_size}, backend {self.backend}>"
+
+
+def crash_rerun(crashed: list[Outcome], name: str) -> str:
+    """What a crash rerun says: which ranks died of which signal in ``name``, and the frame each died in."""
+    def where(detail: str) -> str:
+        lines = detail.splitlines()
+        after = lines[next((i for i, line in enumerate(lines) if line.startswith("Current thread")), len(lines)):]
+        frame = next((line.strip() for line in after if line.strip().startswith("File ")), "")
+        return f" ({frame})" if frame else ""
+    deaths = "; ".join(f"rank {o.rank} died of {o.signal}{where(o.detail)}" for o in crashed)
+    return f"{name}: {deaths}; run again on fresh ranks (--crash-reruns)"
 
 
 def from_fresh_state(ctx: RankContext, address: Address, /, *args: Any, **kwargs: Any) -> Any:

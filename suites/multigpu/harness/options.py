@@ -43,6 +43,13 @@ def add_options(parser: pytest.Parser) -> None:
         default=120.0,
         help="seconds to wait for every rank to finish one check, larger than --pg-timeout (default 120)",
     )
+    group.addoption(
+        "--crash-reruns",
+        type=int,
+        default=1,
+        help="times a check whose rank died of a signal (SIGSEGV, SIGABRT) runs again on fresh ranks under plain "
+        "pytest; each rerun is said in a warning and the JUnit XML (default 1; 0: the crash fails the test)",
+    )
 
 
 def settings_from(config: pytest.Config, environ: Mapping[str, str] = os.environ) -> Settings:
@@ -58,6 +65,9 @@ def settings_from(config: pytest.Config, environ: Mapping[str, str] = os.environ
             f"--rank-timeout: got {rank_timeout:g} s, but should be larger than --pg-timeout "
             f"({pg_timeout:g} s), so a rank stuck in a collective reports its own timeout first"
         )
+    crash_reruns = config.getoption("crash_reruns")
+    if crash_reruns < 0:
+        raise pytest.UsageError(f"--crash-reruns: got {crash_reruns}, but should be 0 or more")
     requested = config.getoption("world_size")
     if launched_by_torchrun(environ):
         mode, world_size = "torchrun", int(environ["WORLD_SIZE"])
@@ -72,7 +82,7 @@ def settings_from(config: pytest.Config, environ: Mapping[str, str] = os.environ
         if problem:
             raise pytest.UsageError(problem)
     return Settings(mode, world_size, pg_timeout, rank_timeout, config.getoption("impl", "reference"),
-                    device=config.getoption("device", "auto"))
+                    device=config.getoption("device", "auto"), crash_reruns=crash_reruns)
 
 
 def _plain_world_size(requested: int | None, environ: Mapping[str, str]) -> int:

@@ -112,7 +112,7 @@ def ranks_at(request: pytest.FixtureRequest):
     def at(world_size: int) -> Ranks:
         if settings.mode == "torchrun" and world_size != settings.world_size:
             raise ValueError(f"world size: got {world_size}, but torchrun started {settings.world_size} processes")
-        return Ranks(request.config.stash[_LAUNCHER], world_size)
+        return Ranks(request.config.stash[_LAUNCHER], world_size, request.node)
 
     return at
 
@@ -132,4 +132,4 @@ def ranks(request: pytest.FixtureRequest) -> Ranks:
         raise ValueError(f"world_size marker: got {world_size!r}, but should be a whole number of at least 1")
     if settings.mode == "torchrun" and world_size != settings.world_size:
         pytest.skip(f"needs world size {world_size}, got {settings.world_size} from torchrun")
-    return Ranks(request.config.stash[_LAUNCHER], world_size)
+    return Ranks(request.config.stash[_LAUNCHER], world_size, request.node)

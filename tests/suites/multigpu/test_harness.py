@@ -5,6 +5,7 @@ followed by the deliberately broken checks in tests/fakes/multirank_cases.py;
 the tests here read the outcomes back from the child's junit xml.
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -22,9 +23,11 @@ from ranks.address import address_of
 from ranks.joining import BackendMismatch, agree_on_backend, keep_off_gpus, pick_backend
 from ranks.startup import launched_by_torchrun
 from reports.conformance.suites import child_environment
-from ranks.outcome import Outcome, settle
+from ranks.outcome import Outcome, RankCrashWarning, settle
 from ranks.pool import PoolError, WorkerPool
 from ranks.startup import Settings
+from suites.junit import CRASH_RERUN
+from suites.multigpu.harness.fixture import Ranks
 from suites.multigpu.harness.options import settings_from
 
 from tests.pytest_run import ROOT, run_pytest
@@ -47,6 +50,7 @@ class Result(NamedTuple):
     outcome: str
     message: str
     seconds: float
+    properties: tuple[tuple[str, str], ...] = ()
 
 
 def run_torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
@@ -78,7 +82,8 @@ def junit_results(path: Path) -> dict[str, Result]:
         found = [e for e in case if e.tag in ("failure", "error", "skipped")]
         outcome = found[0].tag if found else "passed"
         message = "\n".join(f"{e.get('message', '')}\n{e.text or ''}" for e in found)
-        results[case.get("name")] = Result(outcome, message, float(case.get("time")))
+        properties = tuple((p.get("name"), p.get("value")) for p in case.iter("property"))
+        results[case.get("name")] = Result(outcome, message, float(case.get("time")), properties)
     return results
 
 
@@ -127,9 +132,54 @@ def test_settle_skips_on_one_ranks_skip_and_returns_values_by_rank():
     assert settle([Outcome(1, "passed", value="b"), Outcome(0, "passed", value="a")], "check_x") == ["a", "b"]
 
 
+class _CrashingLauncher:
+    """Plain mode whose rank 1 dies of SIGSEGV in the first ``crashes`` runs, then passes."""
+
+    mode = "plain"
+
+    def __init__(self, crashes: int, reruns: int) -> None:
+        self.settings = Settings("plain", 2, PG_TIMEOUT, RANK_TIMEOUT, "x", crash_reruns=reruns)
+        self.crashes, self.runs = crashes, 0
+
+    def backend(self, world_size):
+        return "gloo"
+
+    def run(self, world_size, fn, address, args, kwargs):
+        self.runs += 1
+        if self.runs <= self.crashes:
+            died = Outcome.failed(1, "rank 1 died of SIGSEGV (exit code -11)\nCurrent thread 0x1 (most recent call "
+                                     'first):\n  File "peer.py", line 556 in finish_param_sync', True, "SIGSEGV")
+            return [Outcome.failed(0, "killed", True), died]
+        return [Outcome(0, "passed", value=0), Outcome(1, "passed", value=1)]
+
+
+@pytest.mark.parametrize("crashes, reruns, runs, passes", [(1, 1, 2, True), (2, 1, 2, False), (1, 0, 1, False),
+                                                            (2, 2, 3, True), (0, 1, 1, True)])
+def test_a_crashed_check_runs_again_as_often_as_crash_reruns_says(crashes, reruns, runs, passes):
+    launcher = _CrashingLauncher(crashes, reruns)
+    node = type("Node", (), {"user_properties": []})()
+    with pytest.warns(RankCrashWarning) if min(crashes, reruns) else contextlib.nullcontext() as caught:
+        try:
+            Ranks(launcher, 2, node).run(module_level_check)
+            passed = True
+        except pytest.fail.Exception:
+            passed = False
+    assert (launcher.runs, passed) == (runs, passes), f"got {launcher.runs} runs, passed {passed}"
+    said = [value for name, value in node.user_properties if name == CRASH_RERUN]
+    assert len(said) == min(crashes, reruns), node.user_properties
+    for each in [*said, *(str(w.message) for w in (caught or []))]:
+        assert "rank 1 died of SIGSEGV (File \"peer.py\", line 556 in finish_param_sync)" in each, each
+
+
+def test_settings_refuse_negative_crash_reruns():
+    with pytest.raises(pytest.UsageError, match="--crash-reruns: got -1, but should be 0 or more"):
+        settings_from(_Options(crash_reruns=-1), environ={})
+
+
 class _Options:
     def __init__(self, **options):
-        self.options = {"world_size": None, "pg_timeout": 60.0, "rank_timeout": 120.0, "impl": "x", **options}
+        self.options = {"world_size": None, "pg_timeout": 60.0, "rank_timeout": 120.0, "impl": "x", "crash_reruns": 1,
+                        **options}
 
     def getoption(self, name, default=None):
         return self.options.get(name, default)
@@ -266,6 +316,17 @@ def test_plain_a_dead_or_stuck_rank_fails_the_test_and_is_named_with_where_it_wa
     assert hung.seconds < RANK_TIMEOUT + 10, (
         f"got {hung.seconds:.1f} s, but should end soon after --rank-timeout"
     )
+
+
+def test_plain_a_check_whose_rank_crashed_runs_again_on_fresh_ranks_and_says_so(plain):
+    once = expect(plain[1], "test_dies_of_a_signal_once_on_rank_1", "passed")
+    assert [name for name, _ in once.properties] == [CRASH_RERUN], once.properties
+    said = once.properties[0][1]
+    for phrase in ("rank 1 died of SIGSEGV", "check_dies_of_a_signal_once_on_rank_1", "run again on fresh ranks"):
+        assert phrase in said, f"got {said!r}, which should say {phrase!r}"
+    always = expect(plain[1], "test_dies_of_a_signal_on_rank_1", "failure", "rank 1 died of SIGABRT")
+    assert [name for name, _ in always.properties] == [CRASH_RERUN], (
+        f"got {always.properties}, but a crash that comes back should be rerun once, then fail")
 
 
 def test_plain_the_pool_is_restarted_after_failures(plain):
