@@ -39,7 +39,8 @@ from pathlib import Path
 from cli import Parser
 
 from .records import Coverage, Removal
-from .space import AXES, BASE, MASKED, MASKING, RULED, RULES, Composition, extendable, masks, moved, parse, spell, violated
+from .space import (AXES, BASE, MASKED, MASKING, RULED, RULES, Composition, extendable, masks, moved, parse, spell,
+                    violated)
 
 FILE = Path(__file__).with_name("compositions.json")
 STRENGTHS = {2: "pairwise", 3: "triples"}
@@ -304,11 +305,12 @@ def fill(labels: Composition, like: Composition) -> dict[str, str] | None:
         return wanted
     ruled = _fill_ruled(frozenset((a, v) for a, v in labels.items() if a in RULED),
                         tuple(wanted[a.name] for a in AXES if a.name in RULED))
-    return None if ruled is None else {**wanted, **ruled}
+    return None if ruled is None else {**wanted, **dict(ruled)}
 
 
 @cache
-def _fill_ruled(labelled: frozenset[tuple[str, str]], wanted: tuple[str, ...]) -> dict[str, str] | None:
+def _fill_ruled(labelled: frozenset[tuple[str, str]],
+                wanted: tuple[str, ...]) -> tuple[tuple[str, str], ...] | None:
     """``fill``'s choice on the axes some rule reads, which no other axis's label sways (``extendable`` reads only
     these): axis by axis, the wanted value where the rules still allow it, else the first allowed. The same pairs
     are filled again and again (the coverage and the needs of a session ask about each many times)."""
@@ -318,7 +320,7 @@ def _fill_ruled(labelled: frozenset[tuple[str, str]], wanted: tuple[str, ...]) -
     for axis, value in zip((a for a in AXES if a.name in RULED), wanted):
         if axis.name not in full:
             full[axis.name] = next(v for v in (value, *axis.labels) if extendable({**full, axis.name: v}))
-    return full
+    return tuple(full.items())  # cached: a value no caller can change
 
 
 def runnable(supported: Supported) -> Callable[[Composition], bool]:
