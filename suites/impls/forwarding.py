@@ -36,12 +36,17 @@ class ForwardingDDP:
     def __call__(self, *args, **kwargs):
         return self.raw(*args, **kwargs)
 
+    @property
+    def cannot_accumulate(self) -> str | None:
+        """``protocol.MayNotAccumulate``: a wrapper without ``no_sync`` reduces every microbatch."""
+        if isinstance(self.raw, HasNoSync):
+            return None
+        return (f"{type(self.raw).__name__} has no no_sync(): accumulating grads over microbatches needs a "
+                "no_sync() context manager")
+
     def no_sync(self):
-        if not isinstance(self.raw, HasNoSync):
-            raise NotImplementedError(
-                f"no_sync: {type(self.raw).__name__} has none, but accumulating gradients over "
-                "microbatches needs a no_sync() context manager"
-            )
+        if self.cannot_accumulate:
+            raise NotImplementedError(self.cannot_accumulate)
         return self.raw.no_sync()
 
     def finish_grad_sync(self, **options) -> None:

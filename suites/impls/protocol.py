@@ -69,7 +69,7 @@ Optional members
 What an implementation or a handle may add is a protocol of its own below,
 checked with ``isinstance``: ``SharesExpectations``, ``ReportsLines``,
 ``ResetsProcessState`` (implementations), ``WholeParams``,
-``DeclaresLayouts``, ``MayBeUnreadable`` (ddp handles), ``HasNoSync``,
+``DeclaresLayouts``, ``MayBeUnreadable``, ``MayNotAccumulate`` (ddp handles), ``HasNoSync``,
 ``FinishesGradSync``, ``ZeroesGradBuffer`` (the wrapper an adapter forwards to).
 """
 
@@ -279,6 +279,14 @@ class ComputesWith(Protocol):
     rounding differs from torch's: an oracle computes the model within ``computing()`` to round as the ranks do."""
 
     def computing(self) -> ContextManager[None]: ...
+
+
+@runtime_checkable
+class MayNotAccumulate(Protocol):
+    """A handle that may have no way to keep microbatches' grads local (a wrapper without ``no_sync``)."""
+
+    cannot_accumulate: str | None
+    """Why it cannot, or None when it can: every check with microbatches skips with it."""
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from ranks.recording import recording
-from suites.impls.protocol import Checkpoints, MayBeUnreadable, SyncsParams, WholeParams
+from suites.impls.protocol import Checkpoints, MayBeUnreadable, MayNotAccumulate, SyncsParams, WholeParams
 from suites.impls.stepping import optimizer_for
 from suites.impls.support import provides
 
@@ -90,6 +90,8 @@ class Side:
     def backward(self, step: int, global_tokens: int) -> int:
         """All microbatches of ``step``; returns the local token count (losses kept in ``self.losses``)."""
         case, local = self.case, 0
+        if case.microbatches > 1:
+            requires_accumulation(self.ddp)
         self.losses = []
         for micro in range(case.microbatches):
             tokens, labels = case.batch(step, micro, self.ctx.rank)
@@ -211,6 +213,13 @@ class UnderTest(Side):
         fresh = UnderTest(self.case, self.ctx, self.impl)
         fresh.opt.load_state_dict(state)
         return fresh
+
+
+def requires_accumulation(ddp) -> None:
+    """Skip, the same on every rank, where the handle cannot keep microbatches' grads local
+    (``protocol.MayNotAccumulate``)."""
+    if isinstance(ddp, MayNotAccumulate) and ddp.cannot_accumulate:
+        pytest.skip(ddp.cannot_accumulate)
 
 
 @dataclass(frozen=True)

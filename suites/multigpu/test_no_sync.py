@@ -11,7 +11,7 @@ from .cases import Case
 from .bounds import assert_close
 from .observe import requires_observed, watching
 from .models import batch, loss_fn, make_model
-from .sides import UnderTest, owned_grad_pairs
+from .sides import UnderTest, owned_grad_pairs, requires_accumulation
 
 pytestmark = pytest.mark.requires("ddp")
 
@@ -21,6 +21,7 @@ def check_no_sync_stays_local(ctx, case: Case) -> None:
     impl = load_implementation(ctx.impl_spec)
     model, plain = make_model().to(ctx.device), make_model().to(ctx.device)
     ddp = impl.wrap(model, case.ddp_config(), ctx.group, ctx.control_group)
+    requires_accumulation(ddp)
     tokens, labels = (t.to(ctx.device) for t in batch(case.seed, 0, 0, ctx.rank))
     with ddp.no_sync():
         loss_fn(ddp(tokens), labels).backward()
@@ -50,6 +51,7 @@ def check_no_sync_launches_no_reduction(ctx, case: Case) -> None:
     requires_peers(ctx)  # one rank has nothing to exchange, so an implementation may launch nothing at all
     impl = load_implementation(ctx.impl_spec)
     side = UnderTest(case, ctx, impl)
+    requires_accumulation(side.ddp)
     batches = [tuple(t.to(ctx.device) for t in batch(case.seed, 0, micro, ctx.rank)) for micro in range(case.microbatches)]
     with watching(side.model, side.recorders) as inside:
         for tokens, labels in batches[:-1]:
