@@ -249,7 +249,8 @@ class VerdictLine:
     status: Literal["pass", "fail", "not applicable", "reported", "error"] = doc(
         "pass; fail (fails the run); not applicable (a suite run of which every check was skipped: nothing was "
         "checked, and nothing failed); reported (shown, not failing the run: gated regressions without "
-        "--fail-on-regression, or a failure or new finding of an implementation the verdict does not cover); "
+        "--fail-on-regression, a failure or new finding of an implementation the verdict does not cover, or a "
+        "benchmark a rank crashed in that then ran to its end on fresh ranks); "
         "error (could not be checked at all: exit 2)")
     text: str = doc("what was checked, with its counts")
 
