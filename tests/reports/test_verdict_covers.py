@@ -12,6 +12,7 @@ from reports.nightly.job import (PEERS_A_NIGHT, covered_by, implementations, par
                                  search_budgets)
 from reports.render.summary import summary_markdown
 from reports.store.model import Results
+from suites.impls import REGISTRY
 from suites.multigpu.covering import rows
 from tests.reports.builders import results
 
@@ -27,18 +28,20 @@ def test_the_defaults_cover_the_reference_and_run_every_peer(tmp_path):
     assert covered(["x"], ["x", "reference"]) == ("x", "reference"), "the reference is covered whenever it runs"
 
 
-def test_the_peers_take_turns_at_the_search_and_the_covered_search_every_night(tmp_path):
-    args = parse_args(["--out", str(tmp_path)])
+@pytest.mark.parametrize("count", [None, 7, 2], ids=["the-default-peers", "seven-peers", "two-peers"])
+def test_the_peers_take_turns_at_the_search_and_the_covered_search_every_night(tmp_path, count):
+    peers = DEFAULT_PEERS if count is None else [name for name in REGISTRY if name != "reference"][:count]
+    asked = [] if count is None else [arg for peer in peers for arg in ("--peer", peer)]
+    args = parse_args([*asked, "--out", str(tmp_path)])
+    turns = -(-len(peers) // PEERS_A_NIGHT)  # nights for every peer to have its turn, PEERS_A_NIGHT at most a night
     night = date(2026, 11, 29)
-    nights = [search_budgets(args, covered_by(args), night + timedelta(days=d)) for d in range(4)]
+    nights = [search_budgets(args, covered_by(args), night + timedelta(days=d)) for d in range(2 * turns)]
     assert all(budgets["reference"] == 60 for budgets in nights), nights
     searched = [set(budgets) - {"reference"} for budgets in nights]
-    assert all(len(peers) == PEERS_A_NIGHT for peers in searched), searched
-    assert searched[0] | searched[1] == set(DEFAULT_PEERS) and not searched[0] & searched[1], searched
-    assert searched[2] == searched[0], "every peer every other night"
-    few = parse_args(["--peer", "torch", "--peer", "fsdp2", "--out", str(tmp_path)])
-    assert set(search_budgets(few, covered_by(few), night)) == {"reference", "torch", "fsdp2"}, (
-        "no turns where every peer fits in a night")
+    assert all(0 < len(each) <= PEERS_A_NIGHT for each in searched), searched
+    for start in range(turns):  # any run of `turns` nights searches each peer exactly once
+        met = sorted(peer for each in searched[start:start + turns] for peer in each)
+        assert met == sorted(peers), f"nights {start} to {start + turns - 1}: got {met}, but should be each peer once"
 
 
 @pytest.fixture(scope="module")
