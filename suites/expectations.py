@@ -57,7 +57,8 @@ class Expectation:
     def matches(self, nodeid: str) -> bool:
         if any(fnmatch.fnmatchcase(nodeid, pattern) for pattern in self.unless):
             return False
-        return fnmatch.fnmatchcase(nodeid, self.test) or nodeid.startswith(self.test + "[")
+        # A whole id, pasted as it is, matches itself: in a glob its brackets would be a character class.
+        return nodeid == self.test or fnmatch.fnmatchcase(nodeid, self.test) or nodeid.startswith(self.test + "[")
 
     def applies_to(self, version: str) -> bool:
         """Whether this entry is for ``version``; never for a string that is no version ("not installed")."""

@@ -24,10 +24,8 @@ on a CPU, each named by the line it works around.
 
 Upstream's newer knobs (``protocol.KNOBS``) are mapped where the installed
 version has them (the others are rows of its table ``lacks``), and passed on
-under the same names:
-``num_distributed_optimizer_instances``, ``reduce_scatter_with_fp32_accumulation``
-and (0.19 on) ``param_name_patterns_for_fp32_local_accumulation`` to its DDP
-config, ``force_all_reduce`` to its ``finish_grad_sync``, (0.19 on)
+under the same names: each field ``knobs_used`` finds turned to its DDP
+config (``_ddp_config``), ``force_all_reduce`` to its ``finish_grad_sync``,
 ``grad_norm_skip_threshold`` to its optimizer config.
 
 Real differences, recorded rather than hidden (docs/peers.md):

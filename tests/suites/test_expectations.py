@@ -14,6 +14,9 @@ def test_entries_match_exact_ids_parametrized_ids_and_patterns():
     assert Expectation("skip", "suites/x.py::test_a", "r").matches("suites/x.py::test_a[padded]")
     assert Expectation("skip", "suites/x.py::test_*", "r").matches("suites/x.py::test_b")
     assert not Expectation("skip", "suites/x.py::test_a", "r").matches("suites/x.py::test_ab")
+    pasted = "suites/x.py::test_a[world=2,policy=padded]"  # a parametrized id as a rerun line shows it: [ is a glob
+    assert Expectation("skip", pasted, "r").matches(pasted), "a whole id pasted as it is should match itself"
+    assert not Expectation("skip", pasted, "r").matches("suites/x.py::test_a[world=3,policy=padded]")
 
 
 def test_entry_without_reason_is_an_error(tmp_path):
